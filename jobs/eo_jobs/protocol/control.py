@@ -1,0 +1,311 @@
+"""The control tables: fence, decision log, failures and markers, in schema ``eo``.
+
+The decision row is the commit point of a batch. It is written in one short transaction that
+first updates the pipeline's fence row guarded by ``epoch = E``: the row lock serialises the
+decision with a concurrent fence raise, and zero rows updated means a newer epoch owns the
+pipeline. Pipeline and sink names are always bound parameters, never SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from eo_jobs.protocol.errors import FencedError, FenceRegressionError
+
+SCHEMA_LOCK_KEY = 0x656F_0001
+"""Advisory lock serialising concurrent schema creation (CREATE IF NOT EXISTS races)."""
+
+DDL = (
+    "CREATE SCHEMA IF NOT EXISTS eo",
+    """CREATE TABLE IF NOT EXISTS eo.fence (
+        pipeline text PRIMARY KEY,
+        epoch bigint NOT NULL CHECK (epoch > 0),
+        updated_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+    """CREATE TABLE IF NOT EXISTS eo.decisions (
+        pipeline text NOT NULL,
+        query_id text NOT NULL,
+        batch_id bigint NOT NULL CHECK (batch_id >= 0),
+        epoch bigint NOT NULL,
+        participants text[] NOT NULL,
+        source_offsets jsonb,
+        rows_written bigint NOT NULL DEFAULT 0,
+        prepare_ms double precision,
+        decide_ms double precision,
+        commit_ms double precision,
+        decided_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        committed_at timestamptz,
+        PRIMARY KEY (pipeline, query_id, batch_id))""",
+    "CREATE INDEX IF NOT EXISTS decisions_by_batch ON eo.decisions (pipeline, batch_id)",
+    "CREATE INDEX IF NOT EXISTS decisions_by_time ON eo.decisions (pipeline, decided_at)",
+    """CREATE TABLE IF NOT EXISTS eo.failures (
+        id bigserial PRIMARY KEY,
+        pipeline text NOT NULL,
+        query_id text,
+        batch_id bigint,
+        epoch bigint,
+        reason text NOT NULL,
+        failed_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+    "CREATE INDEX IF NOT EXISTS failures_by_time ON eo.failures (pipeline, failed_at)",
+    """CREATE TABLE IF NOT EXISTS eo.markers (
+        gid text PRIMARY KEY,
+        pipeline text NOT NULL,
+        batch_id bigint NOT NULL,
+        rows_written bigint NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+)
+
+MARKER_RETENTION_BATCHES = 1000
+"""Markers of batches this far behind the last committed one are pruned."""
+
+
+def ensure_schema(conn: psycopg.Connection[Any]) -> None:
+    """Create the control schema idempotently, safe against concurrent creators."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        for statement in DDL:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A decided batch, as read back from the decision log."""
+
+    pipeline: str
+    query_id: str
+    batch_id: int
+    epoch: int
+    participants: tuple[str, ...]
+    source_offsets: Any
+    rows_written: int
+    decided_at: datetime
+    committed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class FenceChange:
+    """Result of raising a fence."""
+
+    previous: int | None
+    current: int
+
+
+class ControlStore:
+    """Fence, decisions and failures of one coordinator database."""
+
+    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
+        self._dsn = dsn
+        self._timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """A lazily opened autocommit connection, reopened after the server went away."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(
+                self._dsn, autocommit=True, connect_timeout=self._timeout
+            )
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def ensure_schema(self) -> None:
+        """Create the control tables if they are missing."""
+        ensure_schema(self.connection())
+
+    def fence_epoch(self, pipeline: str) -> int | None:
+        """Current fence of a pipeline, or ``None`` before its first driver."""
+        row = self.connection().execute(
+            "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def raise_fence(self, pipeline: str, epoch: int) -> FenceChange:
+        """Raise the fence to ``epoch``; equal is a no-op, lower is refused.
+
+        Waits for an in-flight decision transaction (it holds the row lock), so once this
+        returns no driver with a lower epoch can decide any batch.
+        """
+        if epoch <= 0:
+            raise ValueError("epoch must be positive")
+        conn = self.connection()
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT epoch FROM eo.fence WHERE pipeline = %s FOR UPDATE", (pipeline,)
+            ).fetchone()
+            previous = None if row is None else int(row[0])
+            if previous is not None and previous > epoch:
+                raise FenceRegressionError(pipeline, epoch, previous)
+            conn.execute(
+                """INSERT INTO eo.fence AS f (pipeline, epoch) VALUES (%s, %s)
+                   ON CONFLICT (pipeline) DO UPDATE
+                   SET epoch = EXCLUDED.epoch, updated_at = clock_timestamp()
+                   WHERE f.epoch < EXCLUDED.epoch""",
+                (pipeline, epoch),
+            )
+        return FenceChange(previous, epoch)
+
+    def decide(
+        self,
+        *,
+        pipeline: str,
+        query_id: str,
+        batch_id: int,
+        epoch: int,
+        participants: Sequence[str],
+        source_offsets: Any,
+        rows_written: int,
+        prepare_ms: float,
+    ) -> float:
+        """Write the decision of a batch under the fence; return its duration in ms.
+
+        Raises ``FencedError`` when the fence moved past ``epoch``. A duplicate decision
+        (primary key) cannot happen for a live driver: replays check ``decision`` first.
+        """
+        started = time.perf_counter()
+        conn = self.connection()
+        with conn.transaction():
+            cur = conn.execute(
+                """UPDATE eo.fence SET updated_at = clock_timestamp()
+                   WHERE pipeline = %s AND epoch = %s""",
+                (pipeline, epoch),
+            )
+            if cur.rowcount != 1:
+                raise FencedError(pipeline, epoch, self._fence_in(conn, pipeline))
+            decide_ms = (time.perf_counter() - started) * 1000.0
+            conn.execute(
+                """INSERT INTO eo.decisions (pipeline, query_id, batch_id, epoch, participants,
+                       source_offsets, rows_written, prepare_ms, decide_ms)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                (
+                    pipeline,
+                    query_id,
+                    batch_id,
+                    epoch,
+                    list(participants),
+                    None if source_offsets is None else json.dumps(source_offsets),
+                    rows_written,
+                    prepare_ms,
+                    decide_ms,
+                ),
+            )
+        return (time.perf_counter() - started) * 1000.0
+
+    @staticmethod
+    def _fence_in(conn: psycopg.Connection[Any], pipeline: str) -> int | None:
+        row = conn.execute(
+            "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def decision(self, pipeline: str, query_id: str, batch_id: int) -> Decision | None:
+        """The decision of (pipeline, query, batch), if one exists."""
+        with self.connection().cursor(row_factory=dict_row) as cur:
+            row = cur.execute(
+                """SELECT * FROM eo.decisions
+                   WHERE pipeline = %s AND query_id = %s AND batch_id = %s""",
+                (pipeline, query_id, batch_id),
+            ).fetchone()
+        return None if row is None else _decision(row)
+
+    def other_queries(self, pipeline: str, query_id: str) -> list[tuple[str, int]]:
+        """Other query ids with decisions for this pipeline, with their last batch."""
+        rows = self.connection().execute(
+            """SELECT query_id, max(batch_id) FROM eo.decisions
+               WHERE pipeline = %s AND query_id <> %s GROUP BY query_id""",
+            (pipeline, query_id),
+        ).fetchall()
+        return [(str(q), int(b)) for q, b in rows]
+
+    def has_decisions(self, pipeline: str, query_id: str) -> bool:
+        """Whether the query has decided any batch."""
+        row = self.connection().execute(
+            "SELECT 1 FROM eo.decisions WHERE pipeline = %s AND query_id = %s LIMIT 1",
+            (pipeline, query_id),
+        ).fetchone()
+        return row is not None
+
+    def winners(self, pipeline: str, gids: Iterable[str], batches: Iterable[int]) -> set[str]:
+        """The subset of ``gids`` named as participants by some decision of the pipeline."""
+        wanted = sorted(set(gids))
+        if not wanted:
+            return set()
+        rows = self.connection().execute(
+            """SELECT DISTINCT g FROM eo.decisions d, unnest(d.participants) AS g
+               WHERE d.pipeline = %s AND d.batch_id = ANY(%s) AND g = ANY(%s)""",
+            (pipeline, sorted(set(batches)), wanted),
+        ).fetchall()
+        return {str(r[0]) for r in rows}
+
+    def mark_committed(self, pipeline: str, query_id: str, batch_id: int, commit_ms: float) -> None:
+        """Record phase-2 completion (commit duration and time) of a decided batch."""
+        conn = self.connection()
+        conn.execute(
+            """UPDATE eo.decisions SET commit_ms = %s, committed_at = clock_timestamp()
+               WHERE pipeline = %s AND query_id = %s AND batch_id = %s
+                 AND committed_at IS NULL""",
+            (commit_ms, pipeline, query_id, batch_id),
+        )
+
+    def record_failure(
+        self,
+        pipeline: str,
+        reason: str,
+        *,
+        query_id: str | None = None,
+        batch_id: int | None = None,
+        epoch: int | None = None,
+    ) -> None:
+        """Log a failed batch attempt (feeds the failure-rate metric and alert)."""
+        self.connection().execute(
+            """INSERT INTO eo.failures (pipeline, query_id, batch_id, epoch, reason)
+               VALUES (%s, %s, %s, %s, %s)""",
+            (pipeline, query_id, batch_id, epoch, reason[:2000]),
+        )
+
+    def recent_decisions(self, pipeline: str, limit: int = 50) -> list[Decision]:
+        """The latest decisions, newest first."""
+        with self.connection().cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(
+                """SELECT * FROM eo.decisions WHERE pipeline = %s
+                   ORDER BY decided_at DESC LIMIT %s""",
+                (pipeline, limit),
+            ).fetchall()
+        return [_decision(r) for r in rows]
+
+    def attempts_since(self, pipeline: str, seconds: float) -> tuple[int, int]:
+        """(decided batches, failed attempts) within the last ``seconds``."""
+        row = self.connection().execute(
+            """SELECT
+                 (SELECT count(*) FROM eo.decisions WHERE pipeline = %(p)s
+                    AND decided_at > clock_timestamp() - make_interval(secs => %(s)s)),
+                 (SELECT count(*) FROM eo.failures WHERE pipeline = %(p)s
+                    AND failed_at > clock_timestamp() - make_interval(secs => %(s)s))""",
+            {"p": pipeline, "s": seconds},
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+
+def _decision(row: dict[str, Any]) -> Decision:
+    return Decision(
+        pipeline=row["pipeline"],
+        query_id=row["query_id"],
+        batch_id=int(row["batch_id"]),
+        epoch=int(row["epoch"]),
+        participants=tuple(row["participants"]),
+        source_offsets=row["source_offsets"],
+        rows_written=int(row["rows_written"]),
+        decided_at=row["decided_at"],
+        committed_at=row["committed_at"],
+    )

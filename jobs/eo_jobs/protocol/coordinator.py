@@ -1,0 +1,220 @@
+"""The driver's side of one batch: replay check, decision, phase 2.
+
+The driver holds one epoch for its whole life. For batch N it (1) treats an existing decision
+as a replay and only rolls its participants forward, (2) otherwise clears whatever earlier
+attempts left prepared, (3) lets writer tasks prepare (elsewhere: Spark tasks or threads),
+(4) writes the fenced decision, (5) commits the winners and rolls back losing attempts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from eo_jobs.protocol.control import ControlStore, Decision
+from eo_jobs.protocol.errors import (
+    CheckpointMismatchError,
+    CheckpointResetError,
+    FencedError,
+)
+from eo_jobs.protocol.faults import crash_point
+from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
+from eo_jobs.protocol.recovery import RecoveryReport, distinct, recover, resolve
+from eo_jobs.protocol.xa import PreparedTransactions
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a writer task hands back: its prepared gid and row count, per sink."""
+
+    sink: str
+    gid: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Outcome of one batch on the driver."""
+
+    batch_id: int
+    replayed: bool
+    rows: int
+    prepare_ms: float
+    decide_ms: float
+    commit_ms: float
+    rolled_back_losers: int
+    rows_by_sink: Mapping[str, int]
+
+
+class Coordinator:
+    """Runs the protocol for one pipeline and one epoch."""
+
+    def __init__(
+        self,
+        pipeline: str,
+        epoch: int,
+        control: ControlStore,
+        stores: Mapping[str, PreparedTransactions],
+    ) -> None:
+        if epoch <= 0:
+            raise ValueError("epoch must be positive")
+        self.pipeline = pipeline
+        self.epoch = epoch
+        self.control = control
+        self.stores = dict(stores)
+        self._by_token = {sink_token(name): store for name, store in self.stores.items()}
+        self._checked_queries: set[str] = set()
+
+    def startup(self) -> RecoveryReport:
+        """Fence to this epoch and resolve everything left behind (driver start)."""
+        return recover(self.control, self.stores.values(), self.pipeline, self.epoch)
+
+    def gid(self, query_id: str, sink: str, batch_id: int, task: int, attempt: int) -> str:
+        """The gid a writer task must prepare under."""
+        return str(
+            Gid.build(
+                pipeline=self.pipeline,
+                query_id=query_id,
+                sink=sink,
+                epoch=self.epoch,
+                batch=batch_id,
+                task=task,
+                attempt=attempt,
+            )
+        )
+
+    def check_query(self, query_id: str) -> None:
+        """Refuse a new query id over an old decision log (a lost or replaced checkpoint)."""
+        if query_id in self._checked_queries:
+            return
+        if not self.control.has_decisions(self.pipeline, query_id):
+            others = self.control.other_queries(self.pipeline, query_id)
+            if others:
+                listed = ", ".join(f"{q} (last batch {b})" for q, b in others)
+                raise CheckpointResetError(
+                    f"checkpoint reset detected for {self.pipeline}: streaming query {query_id} "
+                    f"is new, but batches were already decided by query {listed}. The Spark "
+                    "checkpoint was lost or replaced; replaying from scratch would duplicate "
+                    "data. Restore spec.checkpoint.location, or, to start over on purpose, "
+                    f"run `eo forget-query PIPELINE.yaml --query-id {others[0][0]}` first."
+                )
+        self._checked_queries.add(query_id)
+
+    def begin(self, query_id: str, batch_id: int, offsets: Any) -> Decision | None:
+        """Start batch N: return its decision if it is a replay (after rolling it forward)."""
+        self.check_query(query_id)
+        decision = self.control.decision(self.pipeline, query_id, batch_id)
+        if decision is not None:
+            if (
+                offsets is not None
+                and decision.source_offsets is not None
+                and decision.source_offsets != offsets
+            ):
+                raise CheckpointMismatchError(
+                    f"batch {batch_id} of {self.pipeline} was decided with source offsets "
+                    f"{decision.source_offsets} but is being replayed with {offsets}: the "
+                    "checkpoint does not belong to this decision log; restore the original "
+                    "checkpoint"
+                )
+            self._roll_forward(decision)
+            return decision
+        resolve(self.control, self.stores.values(), self.pipeline)
+        crash_point("before-prepare", batch_id)
+        return None
+
+    def _roll_forward(self, decision: Decision) -> None:
+        prefix = pipeline_prefix(self.pipeline)
+        winners = set(decision.participants)
+        for store in distinct(self.stores.values()):
+            for item in store.in_doubt(prefix):
+                if item.gid in winners:
+                    store.commit(item.gid)
+
+    def decide_and_commit(
+        self,
+        query_id: str,
+        batch_id: int,
+        prepared: Sequence[Prepared],
+        offsets: Any,
+        prepare_ms: float,
+    ) -> BatchResult:
+        """Decide batch N with the winning participants, then run phase 2."""
+        winners = _one_per_task(prepared)
+        rows = sum(p.rows for p in winners)
+        crash_point("before-decision", batch_id)
+        try:
+            decide_ms = self.control.decide(
+                pipeline=self.pipeline,
+                query_id=query_id,
+                batch_id=batch_id,
+                epoch=self.epoch,
+                participants=[p.gid for p in winners],
+                source_offsets=offsets,
+                rows_written=rows,
+                prepare_ms=prepare_ms,
+            )
+        except FencedError:
+            self.abandon(batch_id)
+            raise
+        crash_point("after-decision", batch_id)
+        started = time.perf_counter()
+        for index, item in enumerate(winners):
+            self._store_for(item.gid).commit(item.gid)
+            if index == 0 and len(winners) > 1:
+                crash_point("after-some-commits", batch_id)
+        commit_ms = (time.perf_counter() - started) * 1000.0
+        losers = self._roll_back_losers(batch_id, {p.gid for p in winners})
+        self.control.mark_committed(self.pipeline, query_id, batch_id, commit_ms)
+        for store in distinct(self.stores.values()):
+            store.prune_markers(self.pipeline, batch_id)
+        crash_point("after-commits", batch_id)
+        by_sink: dict[str, int] = {}
+        for p in winners:
+            by_sink[p.sink] = by_sink.get(p.sink, 0) + p.rows
+        return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, commit_ms, losers, by_sink)
+
+    def abandon(self, batch_id: int, reason: str | None = None, query_id: str | None = None) -> int:
+        """Roll back this epoch's prepared participants of a failed or fenced batch."""
+        undone = resolve(
+            self.control,
+            self.stores.values(),
+            self.pipeline,
+            select=lambda g: g.epoch == self.epoch and g.batch == batch_id,
+        )
+        if reason is not None:
+            self.control.record_failure(
+                self.pipeline, reason, query_id=query_id, batch_id=batch_id, epoch=self.epoch
+            )
+        return len(undone.rolled_back)
+
+    def _roll_back_losers(self, batch_id: int, winners: set[str]) -> int:
+        prefix = pipeline_prefix(self.pipeline)
+        count = 0
+        for store in distinct(self.stores.values()):
+            for item in store.in_doubt(prefix):
+                g = item.parsed
+                if g.epoch == self.epoch and g.batch == batch_id and item.gid not in winners:
+                    store.rollback(item.gid)
+                    count += 1
+        return count
+
+    def _store_for(self, gid: str) -> PreparedTransactions:
+        parsed = Gid.parse(gid)
+        if parsed is None or parsed.sink not in self._by_token:
+            raise ValueError(f"{gid} does not belong to a sink of {self.pipeline}")
+        return self._by_token[parsed.sink]
+
+
+def _one_per_task(prepared: Sequence[Prepared]) -> list[Prepared]:
+    """Exactly one winner per (sink, task index): the lowest attempt if Spark reported two."""
+    best: dict[tuple[str, int], tuple[int, Prepared]] = {}
+    for item in prepared:
+        parsed = Gid.parse(item.gid)
+        if parsed is None:
+            raise ValueError(f"not an eo gid: {item.gid}")
+        key = (item.sink, parsed.task)
+        if key not in best or parsed.attempt < best[key][0]:
+            best[key] = (parsed.attempt, item)
+    return [best[k][1] for k in sorted(best)]

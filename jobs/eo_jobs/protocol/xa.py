@@ -1,0 +1,160 @@
+"""Prepared transactions of one PostgreSQL database: list, commit, roll back, verified.
+
+Phase 2 never guesses. ``COMMIT PREPARED`` failing with SQLSTATE 42704 (unknown gid) means
+"already committed" only when the participant's marker row is visible, and "rolled back"
+otherwise; 55000 (object in use) means another session is finishing it right now, so we
+retry. Both finishers are idempotent, so the driver, the operator and ``eo recover`` can race
+on the same gid safely.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors, sql
+
+from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES, ensure_schema
+from eo_jobs.protocol.errors import InvariantViolation, LostParticipantError
+from eo_jobs.protocol.gid import Gid
+
+BUSY_RETRY_SECONDS = 30.0
+
+
+class Outcome(enum.StrEnum):
+    """What finishing a prepared transaction did."""
+
+    COMMITTED = "committed"
+    ALREADY_COMMITTED = "already-committed"
+    ROLLED_BACK = "rolled-back"
+    ALREADY_ROLLED_BACK = "already-rolled-back"
+
+
+@dataclass(frozen=True)
+class InDoubt:
+    """One prepared transaction found in ``pg_prepared_xacts``."""
+
+    gid: str
+    parsed: Gid
+    prepared_at: datetime
+    owner: str
+
+
+class PreparedTransactions:
+    """Prepared transactions of one sink database (the database named by its DSN)."""
+
+    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
+        self.dsn = dsn
+        self._timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """Autocommit connection (COMMIT PREPARED cannot run in a transaction block)."""
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def ensure_schema(self) -> None:
+        """Create the marker table (and the rest of schema ``eo``) if missing."""
+        ensure_schema(self.connection())
+
+    def in_doubt(self, prefix: str) -> list[InDoubt]:
+        """Our prepared transactions whose gid starts with ``prefix``, in this database only."""
+        rows = self.connection().execute(
+            """SELECT gid, prepared, owner FROM pg_prepared_xacts
+               WHERE database = current_database() AND starts_with(gid, %s)
+               ORDER BY prepared""",
+            (prefix,),
+        ).fetchall()
+        found: list[InDoubt] = []
+        for gid, prepared, owner in rows:
+            parsed = Gid.parse(gid)
+            if parsed is not None:
+                found.append(InDoubt(gid, parsed, prepared, owner))
+        return found
+
+    def server_limits(self) -> tuple[int, int]:
+        """(prepared transactions in the whole server, max_prepared_transactions)."""
+        row = self.connection().execute(
+            """SELECT (SELECT count(*) FROM pg_prepared_xacts),
+                      current_setting('max_prepared_transactions')::int"""
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def _marker_visible(self, gid: str) -> bool:
+        row = self.connection().execute(
+            "SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)
+        ).fetchone()
+        return row is not None
+
+    def _finish(self, verb: str, gid: str) -> bool:
+        """Run COMMIT/ROLLBACK PREPARED; True if it acted, False if the gid was unknown."""
+        statement = sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid))
+        deadline = time.monotonic() + BUSY_RETRY_SECONDS
+        delay = 0.05
+        while True:
+            try:
+                self.connection().execute(statement)
+                return True
+            except errors.UndefinedObject:
+                return False
+            except errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def commit(self, gid: str) -> Outcome:
+        """Commit a decided participant; verified idempotent."""
+        if self._finish("COMMIT", gid):
+            return Outcome.COMMITTED
+        if self._marker_visible(gid):
+            return Outcome.ALREADY_COMMITTED
+        raise LostParticipantError(
+            f"decided participant {gid} is neither prepared nor committed (no marker): it was "
+            "rolled back by someone who ignored the decision log; the batch is incomplete"
+        )
+
+    def rollback(self, gid: str) -> Outcome:
+        """Roll back an undecided or losing participant; verified idempotent."""
+        if self._finish("ROLLBACK", gid):
+            return Outcome.ROLLED_BACK
+        if self._marker_visible(gid):
+            raise InvariantViolation(
+                f"participant {gid} was to be rolled back but is already committed"
+            )
+        return Outcome.ALREADY_ROLLED_BACK
+
+    def prune_markers(self, pipeline: str, below_batch: int) -> int:
+        """Delete markers of batches well behind ``below_batch`` (bounded growth)."""
+        cur = self.connection().execute(
+            "DELETE FROM eo.markers WHERE pipeline = %s AND batch_id < %s",
+            (pipeline, below_batch - MARKER_RETENTION_BATCHES),
+        )
+        return cur.rowcount
+
+
+def write_marker(
+    conn: psycopg.Connection[Any], gid: str, pipeline: str, batch_id: int, rows: int
+) -> None:
+    """Insert the participant's marker inside its (about to be prepared) transaction."""
+    conn.execute(
+        "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, %s, %s)",
+        (gid, pipeline, batch_id, rows),
+    )
+
+
+def prepare(conn: psycopg.Connection[Any], gid: str) -> None:
+    """End the current transaction with PREPARE TRANSACTION (durable, invisible)."""
+    conn.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(gid)))

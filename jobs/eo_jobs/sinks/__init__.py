@@ -1,0 +1,1 @@
+"""Sink participants: prepare / commit / roll back writes for the commit protocol."""

@@ -1,0 +1,391 @@
+"""Pydantic models of the ExactlyOncePipeline resource.
+
+These models are the single source of truth: the CRD (``eo crd``), ``eo validate``, the operator
+and the driver all read them. Attribute docstrings become field descriptions, and so
+``kubectl explain exactlyoncepipeline.spec`` shows them. Cross-field rules live in
+``model_validator``s here *and* as CEL rules in the CRD (see ``spec/crd.py``), so a bad object is
+rejected by the API server before the operator ever sees it, and again by the operator for
+objects that bypassed the schema (an older CRD, a local YAML file).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+GROUP = "eo.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "ExactlyOncePipeline"
+PLURAL = "exactlyoncepipelines"
+SINGULAR = "exactlyoncepipeline"
+SHORT_NAME = "eop"
+EPOCH_ANNOTATION = f"{GROUP}/epoch"
+
+IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$"
+MEMORY_PATTERN = r"^[1-9][0-9]*[kmgtKMGT]?$"
+SINK_NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
+
+Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=63)]
+TableName = Annotated[str, StringConstraints(pattern=TABLE_PATTERN, max_length=127)]
+Memory = Annotated[str, StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
+
+
+class FieldError(ValueError):
+    """A cross-field error that belongs to one named field (so messages can point at it)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class Model(BaseModel):
+    """Base: camelCase on the wire, unknown fields rejected, attribute docstrings as docs."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        frozen=True,
+    )
+
+
+class Guarantee(enum.StrEnum):
+    """Delivery guarantee of a pipeline's sinks."""
+
+    EXACTLY_ONCE = "exactly-once"
+    IDEMPOTENT = "idempotent"
+    AT_LEAST_ONCE = "at-least-once"
+
+
+class SecretKeyRef(Model):
+    """A key of a Kubernetes Secret in the pipeline's namespace."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """Name of the Secret."""
+    key: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    """Key inside the Secret whose value is the credential."""
+
+
+class CredentialRef(Model):
+    """Where a credential comes from. Literal secrets are not accepted in a spec, on purpose."""
+
+    secret_key_ref: SecretKeyRef | None = None
+    """A Secret key (on Kubernetes). The operator passes it to the driver as an env variable."""
+    env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """The name of an environment variable holding the value (for local runs)."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> CredentialRef:
+        if (self.secret_key_ref is None) == (self.env is None):
+            raise FieldError(
+                "secretKeyRef",
+                "set exactly one of secretKeyRef {name, key} (Kubernetes) or env: VARIABLE "
+                "(local runs); literal connection strings are not accepted",
+            )
+        return self
+
+
+class FilesSource(Model):
+    """Files appearing in a folder (local path or any Hadoop-compatible URI)."""
+
+    path: Annotated[str, StringConstraints(min_length=1)]
+    """Folder that Spark watches for new files."""
+    format: Literal["json", "csv", "parquet"]
+    """File format: json (one object per line), csv (with header) or parquet."""
+    schema_: Annotated[str, StringConstraints(min_length=1)] = Field(alias="schema")
+    """Spark DDL schema of a record, e.g. "order_id BIGINT, merchant STRING, amount_cents BIGINT"."""
+    max_files_per_trigger: Annotated[int, Field(ge=1)] | None = None
+    """At most this many new files per micro-batch (Spark's maxFilesPerTrigger)."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """Extra Spark reader options."""
+
+
+class KafkaSource(Model):
+    """Kafka topics read with Spark's Kafka connector; offsets live in the Spark checkpoint."""
+
+    bootstrap_servers: Annotated[str, StringConstraints(min_length=1)]
+    """Comma-separated host:port list of brokers."""
+    topics: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
+    """Topics to subscribe to."""
+    starting_offsets: Literal["earliest", "latest"] = "earliest"
+    """Where a brand-new query starts; a restarted query always resumes from its checkpoint."""
+    max_offsets_per_trigger: Annotated[int, Field(ge=1)] | None = None
+    """At most this many records per micro-batch across all partitions."""
+    format: Literal["json", "csv"] = "json"
+    """Encoding of the record value."""
+    schema_: Annotated[str, StringConstraints(min_length=1)] = Field(alias="schema")
+    """Spark DDL schema of the decoded record value."""
+    options: dict[str, str] = Field(default_factory=dict)
+    """Extra options passed to the Kafka source (e.g. kafka.security.protocol)."""
+
+
+class Source(Model):
+    """The pipeline's input: exactly one of files or kafka."""
+
+    files: FilesSource | None = None
+    """Read files from a folder."""
+    kafka: KafkaSource | None = None
+    """Read Kafka topics."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Source:
+        if (self.files is None) == (self.kafka is None):
+            raise FieldError("files", "set exactly one source: files {...} or kafka {...}")
+        return self
+
+
+class Transform(Model):
+    """A Spark SQL query over the view named ``source`` (the parsed input records)."""
+
+    sql: Annotated[str, StringConstraints(min_length=1)]
+    """The query, e.g. "SELECT order_id, merchant, amount_cents FROM source WHERE amount_cents > 0"."""
+
+
+class PostgresSink(Model):
+    """A PostgreSQL table written with a fenced two-phase commit (in exactly-once mode)."""
+
+    dsn: CredentialRef
+    """libpq connection string (URI or key=value) of the target database, by reference."""
+    table: TableName
+    """Target table as schema.table; it must exist and be a logged (not UNLOGGED) table."""
+    mode: Literal["append", "upsert"] = "append"
+    """append inserts every record; upsert inserts or updates by keyColumns (last write wins)."""
+    key_columns: list[Identifier] = Field(default_factory=list, max_length=16)
+    """Columns of a unique key of the table; required for mode upsert."""
+    version_column: Identifier | None = None
+    """Upsert only: among rows with the same key, the one with the highest value wins."""
+    writer_partitions: Annotated[int, Field(ge=1, le=256)] = 2
+    """Writer tasks (and so prepared transactions) per batch for this sink."""
+
+    @model_validator(mode="after")
+    def _upsert_needs_keys(self) -> PostgresSink:
+        if self.mode == "upsert" and not self.key_columns:
+            raise FieldError(
+                "keyColumns",
+                "mode upsert needs keyColumns: list the columns of the table's primary or "
+                "unique key, e.g. keyColumns: [order_id]",
+            )
+        if self.mode == "append" and self.version_column is not None:
+            raise FieldError("versionColumn", "versionColumn only applies to mode upsert")
+        return self
+
+
+class SinkSpec(Model):
+    """One output of the pipeline. Every sink shows batch N together or not at all."""
+
+    name: Annotated[str, StringConstraints(pattern=SINK_NAME_PATTERN)]
+    """Short DNS-style name, unique in the pipeline (used in transaction ids and metrics)."""
+    postgres: PostgresSink
+    """A PostgreSQL table."""
+
+
+class DeadLetter(Model):
+    """Where records that fail to parse or to transform go, inside the same decided batch."""
+
+    table: TableName | None = None
+    """schema.table for dead letters; default: the first sink's table + "_dead_letter"."""
+
+
+class Checkpoint(Model):
+    """Spark's checkpoint: offsets and commit log. Losing it is detected, never ignored."""
+
+    location: Annotated[str, StringConstraints(min_length=1)]
+    """Durable folder or URI (a PersistentVolume path or object store) for the checkpoint."""
+    trigger_interval_seconds: Annotated[int, Field(ge=0, le=86400)] = 10
+    """Seconds between micro-batches; 0 means as fast as possible."""
+
+
+class Driver(Model):
+    """The Spark driver pod."""
+
+    cores: Annotated[int, Field(ge=1, le=64)] = 1
+    """CPU cores requested for the driver (also local[cores] when executors.instances is 0)."""
+    memory: Memory = "1g"
+    """Driver JVM memory, Spark style (512m, 2g)."""
+    image: str | None = None
+    """Job image; default: the image configured in the operator."""
+    service_account: str | None = None
+    """ServiceAccount of the driver pod (needs pod create rights when executors.instances > 0)."""
+    metrics_port: Annotated[int, Field(ge=1024, le=65535)] = 9108
+    """Port of the driver's Prometheus endpoint."""
+
+
+class Executors(Model):
+    """Spark executors; 0 instances runs the writers inside the driver (local mode)."""
+
+    instances: Annotated[int, Field(ge=0, le=1000)] = 0
+    """Executor pods; 0 = local mode inside the driver pod."""
+    cores: Annotated[int, Field(ge=1, le=64)] = 1
+    """Cores per executor."""
+    memory: Memory = "1g"
+    """Memory per executor, Spark style."""
+
+
+class RestartPolicy(Model):
+    """How the operator relaunches a failed driver."""
+
+    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 5
+    """Restarts allowed inside the window before the pipeline is marked Failed."""
+    backoff_seconds: Annotated[int, Field(ge=1, le=3600)] = 10
+    """First backoff; doubled per consecutive failure, with jitter."""
+    max_backoff_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
+    """Cap of the backoff."""
+    window_seconds: Annotated[int, Field(ge=60, le=604800)] = 3600
+    """A driver that runs this long without failing resets the restart counter."""
+
+    @model_validator(mode="after")
+    def _cap_not_below_start(self) -> RestartPolicy:
+        if self.max_backoff_seconds < self.backoff_seconds:
+            raise FieldError(
+                "maxBackoffSeconds",
+                f"maxBackoffSeconds ({self.max_backoff_seconds}) must be >= backoffSeconds "
+                f"({self.backoff_seconds})",
+            )
+        return self
+
+
+class Alerts(Model):
+    """Thresholds of the shipped alert rules, exported per pipeline by the operator."""
+
+    max_checkpoint_duration_seconds: Annotated[int, Field(ge=1)] = 300
+    """Alert when a batch (prepare + decide + commit) takes longer than this."""
+    max_failure_rate_percent: Annotated[float, Field(ge=0, le=100)] = 5.0
+    """Alert when more than this percentage of batch attempts fail over 15 minutes."""
+
+
+class PipelineSpec(Model):
+    """Desired state of an ExactlyOncePipeline."""
+
+    guarantee: Guarantee = Guarantee.EXACTLY_ONCE
+    """exactly-once (fenced two-phase commit), idempotent (upsert by key) or at-least-once."""
+    source: Source
+    """Where records come from."""
+    transform: Transform | None = None
+    """Optional SQL over the view ``source``."""
+    sinks: Annotated[list[SinkSpec], Field(min_length=1, max_length=8)]
+    """Outputs; one decision per batch covers all of them."""
+    dead_letter: DeadLetter = Field(default_factory=DeadLetter)
+    """Where poison records go."""
+    checkpoint: Checkpoint
+    """Spark checkpoint location and trigger."""
+    driver: Driver = Field(default_factory=Driver)
+    """Driver pod settings."""
+    executors: Executors = Field(default_factory=Executors)
+    """Executor settings."""
+    restart_policy: RestartPolicy = Field(default_factory=RestartPolicy)
+    """Relaunch behaviour after failures."""
+    alerts: Alerts = Field(default_factory=Alerts)
+    """Alert thresholds."""
+    suspend: bool = False
+    """true stops the driver at a batch boundary and resolves in-doubt transactions."""
+
+    @model_validator(mode="after")
+    def _sinks_sane(self) -> PipelineSpec:
+        names = [s.name for s in self.sinks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise FieldError("sinks", f"sink names must be unique; repeated: {', '.join(dupes)}")
+        if self.guarantee == Guarantee.IDEMPOTENT:
+            for i, sink in enumerate(self.sinks):
+                if sink.postgres.mode != "upsert":
+                    raise FieldError(
+                        f"sinks[{i}].postgres.mode",
+                        "guarantee idempotent needs mode upsert with keyColumns on every sink",
+                    )
+        return self
+
+    def dead_letter_table(self) -> str:
+        """The dead-letter table: explicit, or the first sink's table + ``_dead_letter``."""
+        return self.dead_letter.table or f"{self.sinks[0].postgres.table}_dead_letter"
+
+
+class Condition(Model):
+    """A Kubernetes-style condition."""
+
+    type: str
+    """Ready, Progressing, Stalled, SinkContract or SpecValid."""
+    status: Literal["True", "False", "Unknown"]
+    """Condition status."""
+    reason: str = ""
+    """CamelCase reason."""
+    message: str = ""
+    """Human-readable detail."""
+    last_transition_time: str | None = None
+    """RFC 3339 time of the last status change."""
+
+
+class PipelineStatus(Model):
+    """Observed state, written by the operator only."""
+
+    phase: str = "Pending"
+    """Pending, Starting, Running, Recovering, Backoff, Suspended, Stopping or Failed."""
+    guarantee: str | None = None
+    """The consistency level in force."""
+    epoch: int | None = None
+    """Fencing epoch of the current driver."""
+    driver_pod: str | None = None
+    """Name of the current driver pod."""
+    restarts: int = 0
+    """Driver relaunches after failures inside the restart window."""
+    last_batch_id: int | None = None
+    """Last decided micro-batch."""
+    last_commit_time: str | None = None
+    """When the last batch was decided (RFC 3339)."""
+    checkpoint_duration_seconds: float | None = None
+    """Duration of the last batch: prepare + decide + commit."""
+    commit_duration_seconds: float | None = None
+    """Duration of phase 2 (COMMIT PREPARED) of the last batch."""
+    failure_rate_percent: float | None = None
+    """Failed batch attempts over all attempts in the last 15 minutes."""
+    in_doubt_transactions: int = 0
+    """Prepared transactions of this pipeline not yet committed or rolled back."""
+    oldest_in_doubt_seconds: float | None = None
+    """Age of the oldest in-doubt transaction."""
+    message: str | None = None
+    """Short human-readable summary of the last event."""
+    observed_generation: int | None = None
+    """metadata.generation of the spec this status reflects."""
+    conditions: list[Condition] = Field(default_factory=list)
+    """Ready, Progressing, Stalled, SinkContract, SpecValid."""
+
+
+class ObjectMeta(BaseModel):
+    """The subset of Kubernetes metadata eo reads."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    namespace: str = "default"
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class Pipeline(Model):
+    """A whole ExactlyOncePipeline object."""
+
+    api_version: Literal["eo.dev/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
+    kind: Literal["ExactlyOncePipeline"] = KIND
+    metadata: ObjectMeta
+    spec: PipelineSpec
+    status: PipelineStatus | None = None
+
+    @property
+    def key(self) -> str:
+        """Cluster-unique identity of the pipeline: ``namespace/name``."""
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    def epoch_annotation(self) -> int | None:
+        """The epoch recorded on the object, if any."""
+        raw = self.metadata.annotations.get(EPOCH_ANNOTATION)
+        return int(raw) if raw is not None and raw.isdigit() else None
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """JSON schema of a model with wire (camelCase) names."""
+    return model.model_json_schema(by_alias=True, mode="validation")
