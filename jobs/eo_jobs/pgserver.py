@@ -72,7 +72,11 @@ class PgServer:
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            list(args), user=self._user, capture_output=True, text=True, check=check,
+            list(args),
+            user=self._user,
+            capture_output=True,
+            text=True,
+            check=check,
             env={**os.environ, "LC_ALL": "C"},
         )
 
@@ -86,8 +90,15 @@ class PgServer:
             entry = pwd.getpwnam(self._user)
             os.chown(self.datadir, entry.pw_uid, entry.pw_gid)
         result = self._run(
-            str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", "postgres",
-            "--auth=trust", "--encoding=UTF8", "--no-instructions", check=False,
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-instructions",
+            check=False,
         )
         if result.returncode != 0:
             raise PgServerError(f"initdb failed: {result.stderr.strip()}")
@@ -98,12 +109,21 @@ class PgServer:
         options = [f"-p {self.port}", "-c listen_addresses=127.0.0.1", f"-k {self.datadir}"]
         options += [f"-c {k}={v}" for k, v in self.settings.items()]
         result = self._run(
-            str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l",
-            str(self.datadir / "server.log"), "-o", " ".join(options), "-w",
-            "-t", str(int(timeout)), "start", check=False,
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.datadir / "server.log"),
+            "-o",
+            " ".join(options),
+            "-w",
+            "-t",
+            str(int(timeout)),
+            "start",
+            check=False,
         )
         if result.returncode != 0:
-            log = (self.datadir / "server.log")
+            log = self.datadir / "server.log"
             tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
             raise PgServerError(f"PostgreSQL did not start: {result.stderr.strip()}\n{tail}")
         deadline = time.monotonic() + timeout
@@ -120,8 +140,16 @@ class PgServer:
         """Stop the server; ``immediate`` is a crash (no checkpoint, recovery on restart)."""
         if not (self.datadir / "postmaster.pid").exists():
             return
-        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", mode, "-w",
-                  "stop", check=False)
+        self._run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-m",
+            mode,
+            "-w",
+            "stop",
+            check=False,
+        )
 
     def restart(self, mode: str = "immediate") -> None:
         """Stop (by default like a crash) and start again on the same port."""
@@ -137,8 +165,9 @@ class PgServer:
         with psycopg.connect(self.dsn(), autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
             if exists.fetchone() is None:
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
-                    psycopg.sql.Identifier(name)))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
         return self.dsn(name)
 
     def remove(self) -> None:

@@ -150,8 +150,9 @@ def audit(dsn: str, batches: range) -> Audit:
     )
 
 
-def run_in_child(dsn: str, epoch: int, batches: Sequence[int], fault: str | None,
-                 fault_batch: int | None = None) -> int:
+def run_in_child(
+    dsn: str, epoch: int, batches: Sequence[int], fault: str | None, fault_batch: int | None = None
+) -> int:
     """Run batches in a child driver process; return its exit code (-9 when it crashed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
     if fault is not None:
@@ -159,9 +160,20 @@ def run_in_child(dsn: str, epoch: int, batches: Sequence[int], fault: str | None
         if fault_batch is not None:
             env["EO_FAULT_BATCH"] = str(fault_batch)
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.protocol.harness", dsn, str(epoch),
-         json.dumps(list(batches))],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "tests.protocol.harness",
+            dsn,
+            str(epoch),
+            json.dumps(list(batches)),
+        ],
+        cwd=REPO,
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     if proc.returncode not in (0, -9):
         raise RuntimeError(f"child driver failed ({proc.returncode}): {proc.stderr}")

@@ -71,7 +71,7 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
         for statement in DDL:
-            conn.execute(statement)  # type: ignore[arg-type]
+            conn.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,7 @@ class ControlStore:
     def connection(self) -> psycopg.Connection[Any]:
         """A lazily opened autocommit connection, reopened after the server went away."""
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(
-                self._dsn, autocommit=True, connect_timeout=self._timeout
-            )
+            self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout)
         return self._conn
 
     def close(self) -> None:
@@ -125,9 +123,11 @@ class ControlStore:
 
     def fence_epoch(self, pipeline: str) -> int | None:
         """Current fence of a pipeline, or ``None`` before its first driver."""
-        row = self.connection().execute(
-            "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
-        ).fetchone()
+        row = (
+            self.connection()
+            .execute("SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,))
+            .fetchone()
+        )
         return None if row is None else int(row[0])
 
     def raise_fence(self, pipeline: str, epoch: int) -> FenceChange:
@@ -203,9 +203,7 @@ class ControlStore:
 
     @staticmethod
     def _fence_in(conn: psycopg.Connection[Any], pipeline: str) -> int | None:
-        row = conn.execute(
-            "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
-        ).fetchone()
+        row = conn.execute("SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)).fetchone()
         return None if row is None else int(row[0])
 
     def decision(self, pipeline: str, query_id: str, batch_id: int) -> Decision | None:
@@ -220,19 +218,27 @@ class ControlStore:
 
     def other_queries(self, pipeline: str, query_id: str) -> list[tuple[str, int]]:
         """Other query ids with decisions for this pipeline, with their last batch."""
-        rows = self.connection().execute(
-            """SELECT query_id, max(batch_id) FROM eo.decisions
+        rows = (
+            self.connection()
+            .execute(
+                """SELECT query_id, max(batch_id) FROM eo.decisions
                WHERE pipeline = %s AND query_id <> %s GROUP BY query_id""",
-            (pipeline, query_id),
-        ).fetchall()
+                (pipeline, query_id),
+            )
+            .fetchall()
+        )
         return [(str(q), int(b)) for q, b in rows]
 
     def has_decisions(self, pipeline: str, query_id: str) -> bool:
         """Whether the query has decided any batch."""
-        row = self.connection().execute(
-            "SELECT 1 FROM eo.decisions WHERE pipeline = %s AND query_id = %s LIMIT 1",
-            (pipeline, query_id),
-        ).fetchone()
+        row = (
+            self.connection()
+            .execute(
+                "SELECT 1 FROM eo.decisions WHERE pipeline = %s AND query_id = %s LIMIT 1",
+                (pipeline, query_id),
+            )
+            .fetchone()
+        )
         return row is not None
 
     def winners(self, pipeline: str, gids: Iterable[str], batches: Iterable[int]) -> set[str]:
@@ -240,11 +246,15 @@ class ControlStore:
         wanted = sorted(set(gids))
         if not wanted:
             return set()
-        rows = self.connection().execute(
-            """SELECT DISTINCT g FROM eo.decisions d, unnest(d.participants) AS g
+        rows = (
+            self.connection()
+            .execute(
+                """SELECT DISTINCT g FROM eo.decisions d, unnest(d.participants) AS g
                WHERE d.pipeline = %s AND d.batch_id = ANY(%s) AND g = ANY(%s)""",
-            (pipeline, sorted(set(batches)), wanted),
-        ).fetchall()
+                (pipeline, sorted(set(batches)), wanted),
+            )
+            .fetchall()
+        )
         return {str(r[0]) for r in rows}
 
     def mark_committed(self, pipeline: str, query_id: str, batch_id: int, commit_ms: float) -> None:
@@ -256,6 +266,14 @@ class ControlStore:
                  AND committed_at IS NULL""",
             (commit_ms, pipeline, query_id, batch_id),
         )
+
+    def forget_query(self, pipeline: str, query_id: str) -> int:
+        """Delete a query's decisions: the explicit way to start a pipeline over."""
+        cur = self.connection().execute(
+            "DELETE FROM eo.decisions WHERE pipeline = %s AND query_id = %s",
+            (pipeline, query_id),
+        )
+        return cur.rowcount
 
     def record_failure(
         self,
@@ -285,14 +303,18 @@ class ControlStore:
 
     def attempts_since(self, pipeline: str, seconds: float) -> tuple[int, int]:
         """(decided batches, failed attempts) within the last ``seconds``."""
-        row = self.connection().execute(
-            """SELECT
+        row = (
+            self.connection()
+            .execute(
+                """SELECT
                  (SELECT count(*) FROM eo.decisions WHERE pipeline = %(p)s
                     AND decided_at > clock_timestamp() - make_interval(secs => %(s)s)),
                  (SELECT count(*) FROM eo.failures WHERE pipeline = %(p)s
                     AND failed_at > clock_timestamp() - make_interval(secs => %(s)s))""",
-            {"p": pipeline, "s": seconds},
-        ).fetchone()
+                {"p": pipeline, "s": seconds},
+            )
+            .fetchone()
+        )
         assert row is not None
         return int(row[0]), int(row[1])
 

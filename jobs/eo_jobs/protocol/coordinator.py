@@ -35,6 +35,18 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class Decided:
+    """A batch whose decision is durable; phase 2 may still be pending."""
+
+    query_id: str
+    batch_id: int
+    winners: tuple[Prepared, ...]
+    rows: int
+    prepare_ms: float
+    decide_ms: float
+
+
+@dataclass(frozen=True)
 class BatchResult:
     """Outcome of one batch on the driver."""
 
@@ -120,7 +132,15 @@ class Coordinator:
                 )
             self._roll_forward(decision)
             return decision
-        resolve(self.control, self.stores.values(), self.pipeline)
+        fence = self.control.fence_epoch(self.pipeline)
+        if fence is None or fence > self.epoch:
+            raise FencedError(self.pipeline, self.epoch, fence)
+        resolve(
+            self.control,
+            self.stores.values(),
+            self.pipeline,
+            select=lambda g: g.epoch <= self.epoch,
+        )
         crash_point("before-prepare", batch_id)
         return None
 
@@ -132,15 +152,15 @@ class Coordinator:
                 if item.gid in winners:
                     store.commit(item.gid)
 
-    def decide_and_commit(
+    def decide(
         self,
         query_id: str,
         batch_id: int,
         prepared: Sequence[Prepared],
         offsets: Any,
         prepare_ms: float,
-    ) -> BatchResult:
-        """Decide batch N with the winning participants, then run phase 2."""
+    ) -> Decided:
+        """Write the fenced decision naming one winner per task (phase 1 ends here)."""
         winners = _one_per_task(prepared)
         rows = sum(p.rows for p in winners)
         crash_point("before-decision", batch_id)
@@ -159,21 +179,45 @@ class Coordinator:
             self.abandon(batch_id)
             raise
         crash_point("after-decision", batch_id)
+        return Decided(query_id, batch_id, tuple(winners), rows, prepare_ms, decide_ms)
+
+    def commit(self, decided: Decided) -> BatchResult:
+        """Phase 2: commit every winner, roll back losing attempts, record completion."""
         started = time.perf_counter()
-        for index, item in enumerate(winners):
+        for index, item in enumerate(decided.winners):
             self._store_for(item.gid).commit(item.gid)
-            if index == 0 and len(winners) > 1:
-                crash_point("after-some-commits", batch_id)
+            if index == 0 and len(decided.winners) > 1:
+                crash_point("after-some-commits", decided.batch_id)
         commit_ms = (time.perf_counter() - started) * 1000.0
-        losers = self._roll_back_losers(batch_id, {p.gid for p in winners})
-        self.control.mark_committed(self.pipeline, query_id, batch_id, commit_ms)
+        losers = self._roll_back_losers(decided.batch_id, {p.gid for p in decided.winners})
+        self.control.mark_committed(self.pipeline, decided.query_id, decided.batch_id, commit_ms)
         for store in distinct(self.stores.values()):
-            store.prune_markers(self.pipeline, batch_id)
-        crash_point("after-commits", batch_id)
+            store.prune_markers(self.pipeline, decided.batch_id)
+        crash_point("after-commits", decided.batch_id)
         by_sink: dict[str, int] = {}
-        for p in winners:
+        for p in decided.winners:
             by_sink[p.sink] = by_sink.get(p.sink, 0) + p.rows
-        return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, commit_ms, losers, by_sink)
+        return BatchResult(
+            decided.batch_id,
+            False,
+            decided.rows,
+            decided.prepare_ms,
+            decided.decide_ms,
+            commit_ms,
+            losers,
+            by_sink,
+        )
+
+    def decide_and_commit(
+        self,
+        query_id: str,
+        batch_id: int,
+        prepared: Sequence[Prepared],
+        offsets: Any,
+        prepare_ms: float,
+    ) -> BatchResult:
+        """Decide batch N with the winning participants, then run phase 2."""
+        return self.commit(self.decide(query_id, batch_id, prepared, offsets, prepare_ms))
 
     def abandon(self, batch_id: int, reason: str | None = None, query_id: str | None = None) -> int:
         """Roll back this epoch's prepared participants of a failed or fenced batch."""

@@ -47,5 +47,5 @@ class LostParticipantError(ProtocolError):
     """A decided participant vanished without its marker: it was rolled back. Never expected."""
 
 
-class InvariantViolation(ProtocolError):
+class InvariantViolationError(ProtocolError):
     """A participant believed undecided turned out committed. Never expected; stop loudly."""

@@ -95,21 +95,28 @@ def recover(
     pipeline: str,
     epoch: int,
 ) -> RecoveryReport:
-    """Raise the fence to ``epoch`` (never lower), then resolve every prepared transaction."""
+    """Raise the fence to ``epoch`` (never lower), then resolve what older epochs left.
+
+    Prepared transactions of ``epoch`` itself (or newer) are left alone: they belong to the
+    driver that was, or is about to be, launched with it. Run it with a new epoch to clear
+    everything. ``left`` counts every prepared transaction of the pipeline still there.
+    """
     started = time.monotonic()
     store_list = list(stores)
     control.ensure_schema()
     for store in distinct(store_list):
         store.ensure_schema()
     change = control.raise_fence(pipeline, epoch)
-    done = resolve(control, store_list, pipeline)
+    done = resolve(control, store_list, pipeline, select=lambda gid: gid.epoch < epoch)
+    prefix = pipeline_prefix(pipeline)
+    left = sum(len(store.in_doubt(prefix)) for store in distinct(store_list))
     return RecoveryReport(
         pipeline=pipeline,
         fence_from=change.previous,
         fence_to=change.current,
         committed=done.committed,
         rolled_back=done.rolled_back,
-        left=done.left,
+        left=left,
         seconds=time.monotonic() - started,
     )
 

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import errors, sql
 
 from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES, ensure_schema
-from eo_jobs.protocol.errors import InvariantViolation, LostParticipantError
+from eo_jobs.protocol.errors import InvariantViolationError, LostParticipantError
 from eo_jobs.protocol.gid import Gid
 
 BUSY_RETRY_SECONDS = 30.0
@@ -70,12 +70,16 @@ class PreparedTransactions:
 
     def in_doubt(self, prefix: str) -> list[InDoubt]:
         """Our prepared transactions whose gid starts with ``prefix``, in this database only."""
-        rows = self.connection().execute(
-            """SELECT gid, prepared, owner FROM pg_prepared_xacts
+        rows = (
+            self.connection()
+            .execute(
+                """SELECT gid, prepared, owner FROM pg_prepared_xacts
                WHERE database = current_database() AND starts_with(gid, %s)
                ORDER BY prepared""",
-            (prefix,),
-        ).fetchall()
+                (prefix,),
+            )
+            .fetchall()
+        )
         found: list[InDoubt] = []
         for gid, prepared, owner in rows:
             parsed = Gid.parse(gid)
@@ -85,17 +89,21 @@ class PreparedTransactions:
 
     def server_limits(self) -> tuple[int, int]:
         """(prepared transactions in the whole server, max_prepared_transactions)."""
-        row = self.connection().execute(
-            """SELECT (SELECT count(*) FROM pg_prepared_xacts),
+        row = (
+            self.connection()
+            .execute(
+                """SELECT (SELECT count(*) FROM pg_prepared_xacts),
                       current_setting('max_prepared_transactions')::int"""
-        ).fetchone()
+            )
+            .fetchone()
+        )
         assert row is not None
         return int(row[0]), int(row[1])
 
     def _marker_visible(self, gid: str) -> bool:
-        row = self.connection().execute(
-            "SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)
-        ).fetchone()
+        row = (
+            self.connection().execute("SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)).fetchone()
+        )
         return row is not None
 
     def _finish(self, verb: str, gid: str) -> bool:
@@ -131,7 +139,7 @@ class PreparedTransactions:
         if self._finish("ROLLBACK", gid):
             return Outcome.ROLLED_BACK
         if self._marker_visible(gid):
-            raise InvariantViolation(
+            raise InvariantViolationError(
                 f"participant {gid} was to be rolled back but is already committed"
             )
         return Outcome.ALREADY_ROLLED_BACK

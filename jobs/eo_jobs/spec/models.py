@@ -35,6 +35,15 @@ TableName = Annotated[str, StringConstraints(pattern=TABLE_PATTERN, max_length=1
 Memory = Annotated[str, StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
 
 
+def _rules(*rules: tuple[str, str, str]) -> dict[str, Any]:
+    """CEL rules for the CRD (``x-kubernetes-validations``), mirroring a model validator."""
+    return {
+        "x-kubernetes-validations": [
+            {"rule": rule, "message": message, "fieldPath": path} for rule, message, path in rules
+        ]
+    }
+
+
 class FieldError(ValueError):
     """A cross-field error that belongs to one named field (so messages can point at it)."""
 
@@ -75,6 +84,16 @@ class SecretKeyRef(Model):
 class CredentialRef(Model):
     """Where a credential comes from. Literal secrets are not accepted in a spec, on purpose."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.secretKeyRef) != has(self.env)",
+                "set exactly one of secretKeyRef or env",
+                ".secretKeyRef",
+            )
+        )
+    )
+
     secret_key_ref: SecretKeyRef | None = None
     """A Secret key (on Kubernetes). The operator passes it to the driver as an env variable."""
     env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
@@ -99,7 +118,7 @@ class FilesSource(Model):
     format: Literal["json", "csv", "parquet"]
     """File format: json (one object per line), csv (with header) or parquet."""
     schema_: Annotated[str, StringConstraints(min_length=1)] = Field(alias="schema")
-    """Spark DDL schema of a record, e.g. "order_id BIGINT, merchant STRING, amount_cents BIGINT"."""
+    """Spark DDL schema of a record, e.g. "order_id BIGINT, merchant STRING, amount BIGINT"."""
     max_files_per_trigger: Annotated[int, Field(ge=1)] | None = None
     """At most this many new files per micro-batch (Spark's maxFilesPerTrigger)."""
     options: dict[str, str] = Field(default_factory=dict)
@@ -128,6 +147,16 @@ class KafkaSource(Model):
 class Source(Model):
     """The pipeline's input: exactly one of files or kafka."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.files) != has(self.kafka)",
+                "set exactly one source: files or kafka",
+                ".files",
+            )
+        )
+    )
+
     files: FilesSource | None = None
     """Read files from a folder."""
     kafka: KafkaSource | None = None
@@ -144,11 +173,26 @@ class Transform(Model):
     """A Spark SQL query over the view named ``source`` (the parsed input records)."""
 
     sql: Annotated[str, StringConstraints(min_length=1)]
-    """The query, e.g. "SELECT order_id, merchant, amount_cents FROM source WHERE amount_cents > 0"."""
+    """The query, e.g. "SELECT order_id, amount_cents FROM source WHERE amount_cents > 0"."""
 
 
 class PostgresSink(Model):
     """A PostgreSQL table written with a fenced two-phase commit (in exactly-once mode)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "self.mode != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
+                "mode upsert needs keyColumns (the columns of a unique key of the table)",
+                ".keyColumns",
+            ),
+            (
+                "self.mode == 'upsert' || !has(self.versionColumn)",
+                "versionColumn only applies to mode upsert",
+                ".versionColumn",
+            ),
+        )
+    )
 
     dsn: CredentialRef
     """libpq connection string (URI or key=value) of the target database, by reference."""
@@ -230,6 +274,16 @@ class Executors(Model):
 class RestartPolicy(Model):
     """How the operator relaunches a failed driver."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "self.maxBackoffSeconds >= self.backoffSeconds",
+                "maxBackoffSeconds must be >= backoffSeconds",
+                ".maxBackoffSeconds",
+            )
+        )
+    )
+
     max_restarts: Annotated[int, Field(ge=0, le=1000)] = 5
     """Restarts allowed inside the window before the pipeline is marked Failed."""
     backoff_seconds: Annotated[int, Field(ge=1, le=3600)] = 10
@@ -261,6 +315,21 @@ class Alerts(Model):
 
 class PipelineSpec(Model):
     """Desired state of an ExactlyOncePipeline."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "self.sinks.all(s, self.sinks.exists_one(t, t.name == s.name))",
+                "sink names must be unique",
+                ".sinks",
+            ),
+            (
+                "self.guarantee != 'idempotent' || self.sinks.all(s, s.postgres.mode == 'upsert')",
+                "guarantee idempotent needs mode upsert on every sink",
+                ".sinks",
+            ),
+        )
+    )
 
     guarantee: Guarantee = Guarantee.EXACTLY_ONCE
     """exactly-once (fenced two-phase commit), idempotent (upsert by key) or at-least-once."""
@@ -369,8 +438,8 @@ class ObjectMeta(BaseModel):
 class Pipeline(Model):
     """A whole ExactlyOncePipeline object."""
 
-    api_version: Literal["eo.dev/v1alpha1"] = Field(API_VERSION, alias="apiVersion")
-    kind: Literal["ExactlyOncePipeline"] = KIND
+    api_version: Literal["eo.dev/v1alpha1"] = Field("eo.dev/v1alpha1", alias="apiVersion")
+    kind: Literal["ExactlyOncePipeline"] = "ExactlyOncePipeline"
     metadata: ObjectMeta
     spec: PipelineSpec
     status: PipelineStatus | None = None

@@ -68,10 +68,7 @@ class PostgresWriter:
             conn.execute(
                 sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout_ms))
             )
-            if self.mode == "append":
-                count = self._copy(conn, rows)
-            else:
-                count = self._upsert(conn, rows)
+            count = self._copy(conn, rows) if self.mode == "append" else self._upsert(conn, rows)
             if gid is None:
                 conn.commit()
             else:
@@ -121,7 +118,7 @@ class PostgresWriter:
                     sql.Identifier(self.version_column),
                 )
         else:
-            action = sql.SQL("DO NOTHING")
+            action = sql.Composed([sql.SQL("DO NOTHING")])
         return sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}").format(
             target,
             sql.SQL(", ").join(map(sql.Identifier, self.columns)),

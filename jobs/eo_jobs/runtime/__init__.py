@@ -1,0 +1,1 @@
+"""Spark runtime: the only package that imports pyspark."""

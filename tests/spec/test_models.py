@@ -1,0 +1,113 @@
+"""Pipeline specs: defaults, and errors that name the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from eo_jobs.spec import Guarantee, SpecError, load_pipeline, parse_pipeline
+
+
+def _doc(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "source": {"files": {"path": "/in", "format": "json", "schema": "id BIGINT"}},
+        "sinks": [{"name": "ledger", "postgres": {"dsn": {"env": "PG"}, "table": "public.t"}}],
+        "checkpoint": {"location": "/ckpt"},
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "eo.dev/v1alpha1",
+        "kind": "ExactlyOncePipeline",
+        "metadata": {"name": "p", "namespace": "pay"},
+        "spec": base,
+    }
+
+
+def _problems(doc: dict[str, Any]) -> dict[str, str]:
+    with pytest.raises(SpecError) as caught:
+        parse_pipeline(doc)
+    return {p.path: p.message for p in caught.value.problems}
+
+
+def test_a_minimal_spec_gets_exactly_once_and_documented_defaults() -> None:
+    pipeline = parse_pipeline(_doc())
+    assert pipeline.spec.guarantee is Guarantee.EXACTLY_ONCE
+    assert pipeline.key == "pay/p"
+    assert pipeline.spec.executors.instances == 0
+    assert pipeline.spec.alerts.max_checkpoint_duration_seconds == 300
+    assert pipeline.spec.dead_letter_table() == "public.t_dead_letter"
+
+
+def test_upsert_without_key_columns_names_the_field_and_the_fix() -> None:
+    doc = _doc(
+        sinks=[
+            {"name": "b", "postgres": {"dsn": {"env": "PG"}, "table": "public.b", "mode": "upsert"}}
+        ]
+    )
+    problems = _problems(doc)
+    assert "keyColumns: [order_id]" in problems["spec.sinks[0].postgres.keyColumns"]
+
+
+def test_a_table_without_schema_and_an_unknown_format_are_both_reported() -> None:
+    doc = _doc(
+        source={"files": {"path": "/in", "format": "xml", "schema": "id INT"}},
+        sinks=[{"name": "l", "postgres": {"dsn": {"env": "PG"}, "table": "ledger"}}],
+    )
+    problems = _problems(doc)
+    assert "schema.table" in problems["spec.sinks[0].postgres.table"]
+    assert "'xml'" in problems["spec.source.files.format"]
+
+
+def test_a_literal_password_cannot_be_written_into_the_spec() -> None:
+    doc = _doc(
+        sinks=[
+            {"name": "l", "postgres": {"dsn": "postgresql://u:secret@h/db", "table": "public.t"}}
+        ]
+    )
+    assert "spec.sinks[0].postgres.dsn" in _problems(doc)
+    both = _doc(
+        sinks=[
+            {
+                "name": "l",
+                "postgres": {
+                    "dsn": {"env": "A", "secretKeyRef": {"name": "s", "key": "k"}},
+                    "table": "public.t",
+                },
+            }
+        ]
+    )
+    assert "exactly one" in _problems(both)["spec.sinks[0].postgres.dsn.secretKeyRef"]
+
+
+def test_duplicate_sink_names_and_unknown_fields_are_rejected() -> None:
+    sink = {"name": "l", "postgres": {"dsn": {"env": "PG"}, "table": "public.t"}}
+    assert "repeated: l" in _problems(_doc(sinks=[sink, sink]))["spec.sinks"]
+    assert "unknown field" in _problems(_doc(surprise=True))["spec.surprise"]
+
+
+def test_idempotent_guarantee_needs_upsert_sinks() -> None:
+    problems = _problems(_doc(guarantee="idempotent"))
+    assert "mode upsert" in problems["spec.sinks[0].postgres.mode"]
+
+
+def test_the_shipped_example_is_valid(repo_root: Path) -> None:
+    pipeline = load_pipeline(repo_root / "examples" / "orders-ledger.yaml")
+    assert pipeline.spec.sinks[0].postgres.table == "public.ledger"
+
+
+@pytest.mark.parametrize(
+    "name", ["upsert-without-keys", "unknown-format", "table-without-schema", "two-sources"]
+)
+def test_every_invalid_example_is_rejected(repo_root: Path, name: str) -> None:
+    with pytest.raises(SpecError):
+        load_pipeline(repo_root / "examples" / "invalid" / f"{name}.yaml")
+
+
+def test_a_file_without_a_pipeline_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump({"kind": "ConfigMap"}))
+    with pytest.raises(SpecError, match="no document with kind: ExactlyOncePipeline"):
+        load_pipeline(path)
