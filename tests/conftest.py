@@ -10,7 +10,7 @@ import pytest
 
 from eo_jobs.pgserver import PgServer, temporary_server
 
-pytest_plugins: list[str] = []
+pytest_plugins = ["tests.support.kafka"]
 
 _counter = itertools.count()
 

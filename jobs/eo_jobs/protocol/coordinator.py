@@ -219,6 +219,37 @@ class Coordinator:
         """Decide batch N with the winning participants, then run phase 2."""
         return self.commit(self.decide(query_id, batch_id, prepared, offsets, prepare_ms))
 
+    def record(
+        self,
+        query_id: str,
+        batch_id: int,
+        written: Sequence[Prepared],
+        offsets: Any,
+        prepare_ms: float,
+    ) -> BatchResult:
+        """At-least-once and idempotent modes: rows are already committed; log the batch.
+
+        The decision row still goes through the fence, so progress, replay detection and
+        health work the same, but nothing protects the rows a zombie already committed:
+        that is the difference the guarantee field names.
+        """
+        rows = sum(p.rows for p in written)
+        decide_ms = self.control.decide(
+            pipeline=self.pipeline,
+            query_id=query_id,
+            batch_id=batch_id,
+            epoch=self.epoch,
+            participants=[],
+            source_offsets=offsets,
+            rows_written=rows,
+            prepare_ms=prepare_ms,
+        )
+        self.control.mark_committed(self.pipeline, query_id, batch_id, 0.0)
+        by_sink: dict[str, int] = {}
+        for p in written:
+            by_sink[p.sink] = by_sink.get(p.sink, 0) + p.rows
+        return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, 0.0, 0, by_sink)
+
     def abandon(self, batch_id: int, reason: str | None = None, query_id: str | None = None) -> int:
         """Roll back this epoch's prepared participants of a failed or fenced batch."""
         undone = resolve(

@@ -1,0 +1,282 @@
+"""``eo run``: the program inside the driver pod.
+
+Order of work: read the spec, wait (with backoff, saying why) until every sink answers, check
+the sink contract, fence and recover with this driver's epoch, and only then start the
+streaming query. A driver started by hand after a crash is therefore as safe as one started by
+the operator. Exit codes are documented in ``eo --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from eo_jobs.protocol.coordinator import BatchResult, Coordinator
+from eo_jobs.protocol.errors import (
+    EXIT_CHECKPOINT_RESET,
+    EXIT_FENCED,
+    EXIT_SINK_CONTRACT,
+    CheckpointMismatchError,
+    CheckpointResetError,
+    FencedError,
+    FenceRegressionError,
+)
+from eo_jobs.runtime.batch import (
+    DEAD_LETTER_COLUMNS,
+    DEAD_LETTER_SINK,
+    BatchContext,
+    ForeachBatch,
+)
+from eo_jobs.runtime.metrics import DriverMetrics
+from eo_jobs.sinks.postgres.binding import bind, sink_dsns
+from eo_jobs.sinks.postgres.contract import check_contract
+from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
+from eo_jobs.spec import Pipeline, load_pipeline, parse_pipeline
+from eo_jobs.spec.models import Guarantee
+
+log = logging.getLogger("eo.run")
+
+SPEC_ENV = "EO_PIPELINE_SPEC"
+SINK_WAIT_ENV = "EO_SINK_WAIT_SECONDS"
+
+
+class StartupError(RuntimeError):
+    """The driver cannot start; ``code`` is its exit code."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def load(args: argparse.Namespace) -> Pipeline:
+    """The pipeline from the file argument or from ``$EO_PIPELINE_SPEC`` (set by the operator)."""
+    if args.file:
+        return load_pipeline(Path(args.file))
+    text = os.environ.get(SPEC_ENV)
+    if not text:
+        raise StartupError(f"no pipeline: pass PIPELINE.yaml or set {SPEC_ENV}", 2)
+    return parse_pipeline(yaml.safe_load(text), SPEC_ENV)
+
+
+def wait_for_sinks(dsns: dict[str, str], budget: float) -> None:
+    """Block until every sink accepts a connection, with capped exponential backoff."""
+    deadline = time.monotonic() + budget
+    delay = 1.0
+    for name, dsn in dsns.items():
+        while True:
+            try:
+                psycopg.connect(dsn, connect_timeout=5).close()
+                break
+            except psycopg.OperationalError as exc:
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                if time.monotonic() + delay > deadline:
+                    raise StartupError(f"sink {name} unreachable for {budget:.0f}s: {reason}")
+                log.warning("sink %s unreachable (%s); retrying in %.0fs", name, reason, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+
+def output_columns(spark: Any, pipeline: Pipeline) -> list[str]:
+    """Columns the transform produces, found by planning it over an empty input."""
+    from pyspark.sql.types import StructType
+
+    source = pipeline.spec.source
+    ddl = source.files.schema_ if source.files else source.kafka.schema_  # type: ignore[union-attr]
+    empty = spark.createDataFrame([], StructType.fromDDL(ddl))
+    if pipeline.spec.transform is None:
+        return list(empty.columns)
+    empty.createOrReplaceTempView("source")
+    try:
+        return list(spark.sql(pipeline.spec.transform.sql).columns)
+    except Exception as exc:
+        raise StartupError(f"spec.transform.sql does not compile: {exc}") from exc
+
+
+def ensure_dead_letter_table(dsn: str, table: str) -> None:
+    """Create the dead-letter table if missing (eo owns it; data tables are the user's)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (pipeline text NOT NULL, batch_id bigint NOT NULL, "
+                "raw text, reason text NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now())"
+            ).format(table_identifier(table))
+        )
+
+
+def writers_for(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) -> dict[str, PostgresWriter]:
+    """One picklable writer per sink."""
+    return {
+        s.name: PostgresWriter(
+            dsn=dsns[s.name], table=s.postgres.table, columns=tuple(columns),
+            mode=s.postgres.mode, key_columns=tuple(s.postgres.key_columns),
+            version_column=s.postgres.version_column,
+        )
+        for s in pipeline.spec.sinks
+    }
+
+
+def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) -> None:
+    """Refuse to start against a sink that cannot honour the guarantee."""
+    two_phase = pipeline.spec.guarantee == Guarantee.EXACTLY_ONCE
+    problems: list[str] = []
+    for sink in pipeline.spec.sinks:
+        with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
+            for problem in check_contract(
+                conn, sink.postgres.table, columns=columns, mode=sink.postgres.mode,
+                key_columns=sink.postgres.key_columns, two_phase=two_phase,
+            ):
+                problems.append(f"sink {sink.name}: {problem}")
+    if problems:
+        raise StartupError(
+            f"refusing to start in {pipeline.spec.guarantee} mode:\n  " + "\n  ".join(problems),
+            EXIT_SINK_CONTRACT,
+        )
+
+
+class Progress:
+    """Per-batch log line and metrics (fed from foreachBatch, which knows the timings)."""
+
+    def __init__(self, metrics: DriverMetrics) -> None:
+        self.metrics = metrics
+        self.failure: BaseException | None = None
+
+    def batch(self, result: BatchResult, seconds: float) -> None:
+        """Log and count one decided batch."""
+        self.metrics.batch(result.batch_id, seconds, result.commit_ms / 1000.0,
+                           dict(result.rows_by_sink))
+        print(json.dumps({
+            "event": "batch", "batch": result.batch_id, "rows": result.rows,
+            "prepare_ms": round(result.prepare_ms, 1), "decide_ms": round(result.decide_ms, 1),
+            "commit_ms": round(result.commit_ms, 1), "seconds": round(seconds, 3),
+            "rows_by_sink": dict(result.rows_by_sink),
+        }), flush=True)
+
+    def failed(self, exc: BaseException) -> None:
+        """Remember why a batch failed (Spark wraps it; the exit code needs the type)."""
+        self.failure = exc
+        if isinstance(exc, FencedError):
+            self.metrics.fenced()
+        else:
+            self.metrics.failed()
+
+
+def _install_stop(query: Any, ctx: BatchContext) -> threading.Event:
+    """SIGTERM: stop at the next batch boundary, so no batch is cut in half needlessly."""
+    requested = threading.Event()
+
+    def stopper() -> None:
+        requested.wait()
+        while ctx.in_batch.is_set():
+            time.sleep(0.05)
+        log.warning("stop requested: stopping at a batch boundary")
+        query.stop()
+
+    threading.Thread(target=stopper, name="eo-stop", daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: requested.set())
+    return requested
+
+
+def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int | None) -> int:
+    """Run the driver; returns the exit code."""
+    from eo_jobs.runtime.listener import ProgressListener
+    from eo_jobs.runtime.session import build_session
+    from eo_jobs.runtime.source import read_source
+
+    spec = pipeline.spec
+    dsns = sink_dsns(pipeline)
+    wait_for_sinks(dsns, float(os.environ.get(SINK_WAIT_ENV, "600")))
+    spark = build_session(spec, f"eo-{pipeline.metadata.namespace}-{pipeline.metadata.name}")
+    columns = output_columns(spark, pipeline)
+    check_sinks(pipeline, dsns, columns)
+    first_dsn = dsns[spec.sinks[0].name]
+    dead_letter_table = spec.dead_letter_table()
+    ensure_dead_letter_table(first_dsn, dead_letter_table)
+
+    bound = bind(pipeline, dsns)
+    stores = {**bound.stores, DEAD_LETTER_SINK: bound.stores[spec.sinks[0].name]}
+    coordinator = Coordinator(pipeline.key, epoch, bound.control, stores)
+    try:
+        report = coordinator.startup()
+    except FenceRegressionError as exc:
+        raise StartupError(f"fenced: {exc}", EXIT_FENCED) from exc
+    print(json.dumps({"event": "recovered", **report.as_json()}), flush=True)
+
+    metrics = DriverMetrics(pipeline.key)
+    port = spec.driver.metrics_port if metrics_port is None else metrics_port
+    if port:
+        metrics.serve(port)
+    metrics.set_epoch(epoch)
+    progress = Progress(metrics)
+    ctx = BatchContext(
+        spec=spec, pipeline=pipeline.key, epoch=epoch, coordinator=coordinator,
+        writers=writers_for(pipeline, dsns, columns),
+        dead_letters=PostgresWriter(dsn=first_dsn, table=dead_letter_table,
+                                    columns=DEAD_LETTER_COLUMNS),
+        checkpoint=spec.checkpoint.location,
+        on_batch=progress.batch, on_failure=progress.failed,
+    )
+    listener = ProgressListener(pipeline.key)
+    spark.streams.addListener(listener)
+    writer = (
+        read_source(spark, spec).writeStream.foreachBatch(ForeachBatch(ctx))
+        .option("checkpointLocation", spec.checkpoint.location)
+        .queryName(pipeline.metadata.name)
+    )
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{spec.checkpoint.trigger_interval_seconds} seconds")
+    query = writer.start()
+    _install_stop(query, ctx)
+    try:
+        query.awaitTermination()
+    except Exception as exc:
+        failure = progress.failure
+        if isinstance(failure, FencedError):
+            print(f"eo: {failure}", file=sys.stderr)
+            return EXIT_FENCED
+        if isinstance(failure, (CheckpointResetError, CheckpointMismatchError)):
+            print(f"eo: {failure}", file=sys.stderr)
+            return EXIT_CHECKPOINT_RESET
+        print(f"eo: streaming query failed: {failure or exc}", file=sys.stderr)
+        return 1
+    finally:
+        spark.streams.removeListener(listener)
+        bound.close()
+    return 0
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """``eo run``."""
+    logging.basicConfig(level=os.environ.get("EO_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if args.epoch <= 0:
+        print("eo: --epoch must be a positive integer", file=sys.stderr)
+        return 2
+    try:
+        pipeline = load(args)
+        code = run(pipeline, args.epoch, args.available_now, args.metrics_port)
+    except StartupError as exc:
+        print(f"eo: {exc}", file=sys.stderr)
+        return exc.code
+    except FencedError as exc:
+        print(f"eo: {exc}", file=sys.stderr)
+        return EXIT_FENCED
+    except (CheckpointResetError, CheckpointMismatchError) as exc:
+        print(f"eo: {exc}", file=sys.stderr)
+        return EXIT_CHECKPOINT_RESET
+    sys.stdout.flush()
+    # The JVM may hold non-daemon threads; the outcome is decided, so leave now.
+    os._exit(code)

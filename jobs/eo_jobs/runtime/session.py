@@ -1,0 +1,79 @@
+"""The SparkSession of a driver: local mode inside the pod, or Spark on Kubernetes.
+
+``executors.instances == 0`` runs ``local[cores]`` inside the driver process (writer tasks are
+then threads of the driver's JVM with Python workers beside it). Otherwise the master is the
+Kubernetes API server the pod runs under, with executor pods owned by the driver pod, the way
+spark-submit's Kubernetes mode does it, using the image and pod name the operator put in the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from eo_jobs.runtime.packages import kafka_connector_jars
+from eo_jobs.spec.models import PipelineSpec
+
+
+def spark_conf(spec: PipelineSpec, app_name: str,
+               environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark configuration for a pipeline (pure, so it can be tested without a JVM)."""
+    env = os.environ if environ is None else environ
+    conf: dict[str, str] = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(max(2, spec.driver.cores * 2)),
+        "spark.driver.memory": spec.driver.memory,
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.task.maxFailures": "4",
+        "spark.speculation": "false",
+        # Writer tasks import eo_jobs: run them with this interpreter, not whatever python3 is
+        # first on PATH.
+        "spark.pyspark.python": env.get("PYSPARK_PYTHON", sys.executable),
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    if spec.executors.instances == 0:
+        conf["spark.master"] = f"local[{spec.driver.cores}]"
+        # Local mode talks to nobody else: stay on loopback.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+    else:
+        host = env.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
+        port = env.get("KUBERNETES_SERVICE_PORT", "443")
+        conf.update({
+            "spark.master": f"k8s://https://{host}:{port}",
+            "spark.submit.deployMode": "client",
+            "spark.executor.instances": str(spec.executors.instances),
+            "spark.executor.cores": str(spec.executors.cores),
+            "spark.executor.memory": spec.executors.memory,
+            "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
+            "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
+            "spark.kubernetes.container.image": env.get("EO_JOB_IMAGE", spec.driver.image or ""),
+            "spark.driver.host": env.get("EO_DRIVER_HOST", env.get("POD_IP", "")),
+            "spark.driver.port": "7078",
+            "spark.blockManager.port": "7079",
+            "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "eo-driver"),
+        })
+    java_options = env.get("EO_SPARK_DRIVER_JAVA_OPTIONS")
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options
+    if spec.source.kafka is not None:
+        conf["spark.jars"] = ",".join(str(p) for p in kafka_connector_jars())
+    return conf
+
+
+def build_session(spec: PipelineSpec, app_name: str) -> SparkSession:
+    """Create (or reuse) the SparkSession for ``spec``."""
+    # The worker launcher reads PYSPARK_PYTHON from the environment, not only the conf.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    for key, value in spark_conf(spec, app_name).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(os.environ.get("EO_SPARK_LOG_LEVEL", "WARN"))
+    return session

@@ -1,0 +1,92 @@
+"""The Kafka connector's jars are found by PySpark version, or reported missing with the fix."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from pathlib import Path
+
+import pytest
+
+from eo_jobs.runtime.packages import (
+    JARS_OVERRIDE_ENV,
+    MissingPackageError,
+    kafka_connector_jars,
+)
+
+SPARK = importlib.metadata.version("pyspark")
+CONNECTOR = f"spark-sql-kafka-0-10_2.13-{SPARK}.jar"
+
+
+def _jar_folder(folder: Path, names: list[str], complete: bool = True) -> Path:
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / name).touch()
+    if complete:
+        (folder / ".complete").touch()
+    return folder
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("EO_CACHE", str(tmp_path))
+    monkeypatch.delenv(JARS_OVERRIDE_ENV, raising=False)
+    return tmp_path
+
+
+def test_missing_connector_names_the_maven_package_and_the_setup_command(cache: Path) -> None:
+    with pytest.raises(MissingPackageError) as error:
+        kafka_connector_jars()
+
+    message = str(error.value)
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}" in message
+    assert "./dev setup" in message
+    assert "scripts/fetch-jars.sh" in message
+
+
+def test_fetched_connector_jars_are_listed_for_the_installed_pyspark(cache: Path) -> None:
+    folder = _jar_folder(
+        cache / "jars" / f"spark-kafka-{SPARK}",
+        [CONNECTOR, "kafka-clients-3.9.1.jar", "commons-pool2-2.12.1.jar"],
+    )
+
+    jars = kafka_connector_jars()
+
+    assert folder / CONNECTOR in jars
+    assert sorted(jar.name for jar in jars) == sorted(
+        [CONNECTOR, "kafka-clients-3.9.1.jar", "commons-pool2-2.12.1.jar"]
+    )
+    assert all(jar.is_absolute() for jar in jars)
+
+
+def test_a_half_fetched_folder_without_its_stamp_counts_as_missing(cache: Path) -> None:
+    _jar_folder(cache / "jars" / f"spark-kafka-{SPARK}", [CONNECTOR], complete=False)
+
+    with pytest.raises(MissingPackageError, match=re.escape("scripts/fetch-jars.sh")):
+        kafka_connector_jars()
+
+
+def test_a_connector_built_for_another_spark_version_counts_as_missing(cache: Path) -> None:
+    _jar_folder(cache / "jars" / "spark-kafka-3.5.0", ["spark-sql-kafka-0-10_2.13-3.5.0.jar"])
+    _jar_folder(cache / "jars" / f"spark-kafka-{SPARK}", ["spark-sql-kafka-0-10_2.13-3.5.0.jar"])
+
+    with pytest.raises(MissingPackageError, match=re.escape(f"spark-sql-kafka-0-10_2.13:{SPARK}")):
+        kafka_connector_jars()
+
+
+def test_the_override_folder_is_used_instead_of_the_cache(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    baked = _jar_folder(tmp_path / "image-jars", [CONNECTOR], complete=False)
+    monkeypatch.setenv(JARS_OVERRIDE_ENV, str(baked))
+
+    assert kafka_connector_jars() == [baked / CONNECTOR]
+
+
+def test_an_override_folder_without_the_connector_names_the_variable(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(JARS_OVERRIDE_ENV, str(tmp_path / "empty"))
+
+    with pytest.raises(MissingPackageError, match=re.escape(JARS_OVERRIDE_ENV)):
+        kafka_connector_jars()
