@@ -32,6 +32,12 @@ def armed(point: str, batch_id: int | None = None) -> bool:
 
 
 def crash_point(point: str, batch_id: int | None = None, *, pid: int | None = None) -> None:
-    """SIGKILL ``pid`` (default: this process) if the fault ``point`` is armed."""
+    """SIGKILL ``pid`` (default: this process) if the fault ``point`` is armed.
+
+    With ``EO_FAULT_ACTION=stop`` the process is frozen with SIGSTOP instead: a driver that
+    looks dead (a lost node, a long GC pause) but resumes later, i.e. a zombie.
+    """
     if armed(point, batch_id):
-        os.kill(pid if pid is not None else os.getpid(), signal.SIGKILL)
+        action = os.environ.get("EO_FAULT_ACTION", "kill")
+        sig = signal.SIGSTOP if action == "stop" else signal.SIGKILL
+        os.kill(pid if pid is not None else os.getpid(), sig)

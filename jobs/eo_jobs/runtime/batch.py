@@ -94,6 +94,17 @@ def _is_data_error(exc: BaseException) -> bool:
     return any(condition.startswith(prefix) for prefix in DATA_ERRORS)
 
 
+def _materialize(df: DataFrame) -> DataFrame:
+    """Cache and compute every column (a bare count() would prune the failing expressions)."""
+    cached = df.persist()
+    try:
+        cached.count()
+    except BaseException:
+        cached.unpersist()
+        raise
+    return cached
+
+
 class TransformIsolation:
     """Apply the SQL transform; isolate rows that make it fail (by bisection) as dead letters."""
 
@@ -109,9 +120,7 @@ class TransformIsolation:
     def run(self, valid: DataFrame) -> tuple[DataFrame, list[tuple[str, str]]]:
         """(transformed rows, [(raw, reason)] of rows the transform could not process)."""
         try:
-            out = self._apply(valid).persist()
-            out.count()
-            return out, []
+            return _materialize(self._apply(valid)), []
         except PySparkException as exc:
             if not _is_data_error(exc):
                 raise
@@ -122,8 +131,7 @@ class TransformIsolation:
         if not bad:
             raise first_error
         kept = valid.filter(~F.col(ROW_ID).isin([i for i, _ in bad]))
-        out = self._apply(kept).persist()
-        out.count()
+        out = _materialize(self._apply(kept))
         rows = {r[0]: r[1] for r in valid.filter(F.col(ROW_ID).isin([i for i, _ in bad]))
                 .select(ROW_ID, RAW).collect()}
         return out, [(rows.get(i) or "", reason) for i, reason in bad]
@@ -133,7 +141,7 @@ class TransformIsolation:
             return
         part = df.filter(F.col(ROW_ID).between(ids[0], ids[-1]))
         try:
-            self._apply(part).count()
+            _materialize(self._apply(part))
             return
         except PySparkException as exc:
             if not _is_data_error(exc):

@@ -223,7 +223,7 @@ class PostgresSink(Model):
 class SinkSpec(Model):
     """One output of the pipeline. Every sink shows batch N together or not at all."""
 
-    name: Annotated[str, StringConstraints(pattern=SINK_NAME_PATTERN)]
+    name: Annotated[str, StringConstraints(pattern=SINK_NAME_PATTERN, max_length=32)]
     """Short DNS-style name, unique in the pipeline (used in transaction ids and metrics)."""
     postgres: PostgresSink
     """A PostgreSQL table."""

@@ -1,0 +1,121 @@
+{{/*
+Names, labels and the namespace lists every component shares.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "eo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every object name: fullnameOverride, else the release name when it already
+contains the chart name, else "<release>-<chart>". Truncated so that suffixes such as
+"-operator" still fit in 63 characters.
+*/}}
+{{- define "eo.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "eo.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object; pass a dict with "root" and "component". */}}
+{{- define "eo.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "eo.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: eo
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Labels that select a component's pods; pass a dict with "root" and "component". */}}
+{{- define "eo.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "eo.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The operator's ServiceAccount name. */}}
+{{- define "eo.operator.serviceAccountName" -}}
+{{- default (printf "%s-operator" (include "eo.fullname" .)) .Values.operator.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The drivers' ServiceAccount name (the same in every pipeline namespace). */}}
+{{- define "eo.driver.serviceAccountName" -}}
+{{- default (printf "%s-driver" (include "eo.fullname" .)) .Values.driver.serviceAccount.name -}}
+{{- end -}}
+
+{{/* "repository:tag" of the operator image, the tag defaulting to the appVersion. */}}
+{{- define "eo.operator.image" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) -}}
+{{- end -}}
+
+{{/* "repository:tag" of the job image given to driver pods. */}}
+{{- define "eo.driver.image" -}}
+{{- printf "%s:%s" .Values.driver.image.repository (default .Chart.AppVersion .Values.driver.image.tag) -}}
+{{- end -}}
+
+{{/* "true" when the operator watches every namespace (no watchNamespaces). */}}
+{{- define "eo.operator.clusterWide" -}}
+{{- if empty .Values.operator.watchNamespaces }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The namespaces where pipelines run, as a JSON list: driver.namespaces, else the watched
+namespaces, else the release namespace. Use with fromJsonArray.
+*/}}
+{{- define "eo.driver.namespaces" -}}
+{{- $namespaces := .Values.driver.namespaces -}}
+{{- if empty $namespaces -}}
+{{- $namespaces = .Values.operator.watchNamespaces -}}
+{{- end -}}
+{{- if empty $namespaces -}}
+{{- $namespaces = list .Release.Namespace -}}
+{{- end -}}
+{{- toJson $namespaces -}}
+{{- end -}}
+
+{{/*
+The operator's rules inside the namespaces it serves: the same list goes into the ClusterRole
+(cluster-wide) or into one Role per watched namespace (namespaced). No wildcards: each verb is
+one the operator uses.
+*/}}
+{{- define "eo.operator.namespacedRules" -}}
+# Pipelines: watch them, add/remove the finalizer and annotations (patch), write status.
+- apiGroups: [eo.dev]
+  resources: [exactlyoncepipelines]
+  verbs: [get, list, watch, patch, update]
+- apiGroups: [eo.dev]
+  resources: [exactlyoncepipelines/status]
+  verbs: [get, patch, update]
+- apiGroups: [eo.dev]
+  resources: [exactlyoncepipelines/finalizers]
+  verbs: [update]
+# Driver pods and the Spark objects around them.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, create, delete, patch]
+- apiGroups: [""]
+  resources: [configmaps, services]
+  verbs: [get, list, watch, create, delete, patch]
+# Sink DSNs, read for recovery of in-doubt transactions.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+# kopf posts events about handler progress and errors.
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}

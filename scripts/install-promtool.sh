@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds promtool and prometheus from source through the Go module proxy (no root, no prebuilt
+# download) into ${EO_CACHE:-~/.cache/eo}/prometheus/<version>/bin. Cached by version: a second
+# run only prints the version. The alert-rule tests run promtool from there.
+#
+# Why a throwaway wrapper module instead of `go install ...@version`: Prometheus' go.mod has
+# replace directives, which `go install pkg@version` refuses; the wrapper copies them.
+# cmd/prometheus is built without the `builtinassets` tag: the server and its API work, the
+# web UI's compiled assets (an npm build) are not embedded.
+set -euo pipefail
+
+PROMETHEUS_VERSION="${EO_PROMETHEUS_VERSION:-3.13.5}"
+IFS=. read -r major minor patch <<<"$PROMETHEUS_VERSION"
+if [[ "$major" != 3 ]]; then
+  echo "install-promtool: only Prometheus 3.x is supported, got $PROMETHEUS_VERSION" >&2
+  exit 2
+fi
+# Prometheus 3.m.p is published as the Go module version v0.(300+m).p.
+module_version="v0.$((300 + minor)).$patch"
+cache="${EO_CACHE:-$HOME/.cache/eo}/prometheus/$PROMETHEUS_VERSION"
+
+if [[ -x "$cache/bin/promtool" && -x "$cache/bin/prometheus" ]]; then
+  "$cache/bin/promtool" --version | head -n 1
+  exit 0
+fi
+
+if ! command -v go >/dev/null; then
+  echo "install-promtool: Go is needed to build promtool (https://go.dev/doc/install)" >&2
+  exit 1
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+echo "install-promtool: building promtool and prometheus $PROMETHEUS_VERSION ($module_version)"
+upstream_mod="$(go mod download -json "github.com/prometheus/prometheus@$module_version" \
+  | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+{
+  echo "module eo.local/prometheus-build"
+  echo
+  echo "go 1.24"
+  echo
+  echo "require github.com/prometheus/prometheus $module_version"
+  echo
+  # Single-line and block replace directives, copied verbatim.
+  awk '/^replace \(/ {block=1} block {print} block && /^\)/ {block=0; next}
+       /^replace [^(]/ {print}' "$upstream_mod"
+} >go.mod
+cat >tools.go <<'EOF'
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/prometheus/prometheus/cmd/prometheus"
+	_ "github.com/prometheus/prometheus/cmd/promtool"
+)
+EOF
+go mod tidy
+mkdir -p bin
+go build -trimpath -o bin/ \
+  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
+  github.com/prometheus/prometheus/cmd/promtool \
+  github.com/prometheus/prometheus/cmd/prometheus
+
+mkdir -p "$(dirname "$cache")"
+rm -rf "$cache.partial"
+mkdir -p "$cache.partial"
+mv bin "$cache.partial/bin"
+rm -rf "$cache"
+mv "$cache.partial" "$cache"
+"$cache/bin/promtool" --version | head -n 1

@@ -1,0 +1,104 @@
+"""The chart's copies of generated files do not drift from their sources.
+
+scripts/sync-chart-crds.sh writes them: the eo CRD (from `eo crd`), kopf's peering CRDs, and
+the monitoring files behind the PrometheusRule and the Grafana dashboard.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from kopf._cogs.structs import references as kopf_references
+
+from eo_jobs.spec.crd import crd_yaml
+from tests.chart.helm import CHART, ROOT, chart_crds, find, render, set_values
+
+SYNC = ROOT / "scripts" / "sync-chart-crds.sh"
+EO_CRD = "exactlyoncepipelines.eo.dev.yaml"
+ALERTS = ROOT / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
+DASHBOARD = ROOT / "monitoring" / "grafana" / "eo-pipelines.json"
+
+
+def test_the_chart_crd_is_the_generated_crd() -> None:
+    generated = crd_yaml()
+    assert (ROOT / "crds" / EO_CRD).read_text() == generated, (
+        "crds/ drifted: run `eo crd > crds/exactlyoncepipelines.eo.dev.yaml`"
+    )
+    assert chart_crds()[EO_CRD] == generated, (
+        "charts/eo/crds drifted: run scripts/sync-chart-crds.sh"
+    )
+
+
+def test_the_chart_ships_kopfs_peering_crds_for_the_resources_kopf_uses() -> None:
+    crds = {name: yaml.safe_load(text) for name, text in chart_crds().items()}
+    assert set(crds) == {EO_CRD, "clusterkopfpeerings.kopf.dev.yaml", "kopfpeerings.kopf.dev.yaml"}
+    for selector, scope in [
+        (kopf_references.CLUSTER_PEERINGS_K, "Cluster"),
+        (kopf_references.NAMESPACED_PEERINGS_K, "Namespaced"),
+    ]:
+        crd = crds[f"{selector.any_name}.{selector.group}.yaml"]
+        assert crd["spec"]["group"] == selector.group
+        assert crd["spec"]["scope"] == scope
+        assert crd["spec"]["names"]["plural"] == selector.any_name
+        assert [v["name"] for v in crd["spec"]["versions"]] == [selector.version]
+        status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+        assert status["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_running_the_sync_script_changes_nothing(tmp_path: Path) -> None:
+    copy = tmp_path / "eo"
+    shutil.copytree(CHART, copy)
+    done = subprocess.run([SYNC, copy], capture_output=True, text=True, check=True)
+    assert "updated" not in done.stdout, (
+        f"the chart is stale; run scripts/sync-chart-crds.sh:\n{done.stdout}"
+    )
+    comparison = filecmp.dircmp(CHART, copy)
+    for sub in ("crds", "files"):
+        nested = comparison.subdirs[sub]
+        assert (nested.left_only, nested.right_only, nested.diff_files) == ([], [], []), sub
+
+
+def test_the_sync_script_repairs_a_stale_chart(tmp_path: Path) -> None:
+    copy = tmp_path / "eo"
+    shutil.copytree(CHART, copy)
+    (copy / "crds" / EO_CRD).write_text("stale\n")
+    (copy / "crds" / "kopfpeerings.kopf.dev.yaml").unlink()
+    done = subprocess.run([SYNC, copy], capture_output=True, text=True, check=True)
+    assert "updated crds/exactlyoncepipelines.eo.dev.yaml" in done.stdout
+    assert "updated crds/kopfpeerings.kopf.dev.yaml" in done.stdout
+    assert (copy / "crds" / EO_CRD).read_bytes() == (ROOT / "crds" / EO_CRD).read_bytes()
+
+
+@pytest.mark.parametrize("source", [ALERTS, DASHBOARD], ids=lambda p: p.name)
+def test_each_monitoring_source_exists_and_the_chart_holds_the_same_bytes(source: Path) -> None:
+    assert source.is_file(), f"{source.relative_to(ROOT)} is missing"
+    assert (CHART / "files" / source.name).read_bytes() == source.read_bytes()
+
+
+def test_the_prometheusrule_carries_the_rules_file_unchanged() -> None:
+    rule = find(
+        render(set_values("monitoring.prometheusRule.enabled=true")), "PrometheusRule", "eo-alerts"
+    )
+    assert rule["spec"] == {"groups": yaml.safe_load(ALERTS.read_text())["groups"]}
+
+
+def test_the_dashboard_configmap_carries_the_dashboard_json_for_the_grafana_sidecar() -> None:
+    configmap = find(
+        render(
+            set_values(
+                "monitoring.grafanaDashboard.enabled=true",
+                "monitoring.grafanaDashboard.namespace=grafana",
+            )
+        ),
+        "ConfigMap",
+        "eo-dashboards",
+        "grafana",
+    )
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["eo-pipelines.json"]) == json.loads(DASHBOARD.read_text())

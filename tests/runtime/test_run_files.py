@@ -1,0 +1,152 @@
+"""`eo run` end to end: files -> transform -> PostgreSQL, with real SIGKILLs and zombies."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eo_jobs.pgserver import temporary_server
+from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED
+from eo_jobs.protocol.faults import POINTS
+from tests.runtime import harness
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    return tmp_path
+
+
+def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_dsn: str) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=4, per_file=100)
+    spec = harness.files_pipeline(work)
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == 0, out
+    assert harness.assert_exact(pg_dsn, truth).rows == 400
+    assert '"event": "progress"' in out and '"prepare_ms"' in out
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_driver_killed_at_a_crash_point_restarts_with_a_higher_epoch_exactly(
+    work: Path, pg_dsn: str, point: str
+) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=6, per_file=60)
+    spec = harness.files_pipeline(work)
+    fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == -signal.SIGKILL, out
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+
+
+def test_a_driver_killed_at_a_random_moment_loses_and_duplicates_nothing(
+    work: Path, pg_dsn: str
+) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=8, per_file=50)
+    spec = harness.files_pipeline(work, per_trigger=1)
+    rng = random.Random(time.time_ns())
+    driver = harness.Driver(spec, 1, pg_dsn)
+    deadline = time.monotonic() + 300
+    target = rng.randint(1, 4)
+    while driver.batches_done() < target and driver.proc.poll() is None:
+        assert time.monotonic() < deadline, driver.output()
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0, 2.0))
+    driver.kill()
+    driver.wait()
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+
+
+def test_a_frozen_zombie_driver_is_fenced_when_it_wakes_and_the_table_stays_exact(
+    work: Path, pg_dsn: str
+) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=6, per_file=60)
+    spec = harness.files_pipeline(work)
+    # The zombie freezes itself (SIGSTOP) with its participants of batch 1 prepared.
+    zombie = harness.Driver(spec, 1, pg_dsn, extra_env={
+        "EO_FAULT_POINT": "before-decision", "EO_FAULT_BATCH": "1", "EO_FAULT_ACTION": "stop"})
+    deadline = time.monotonic() + 300
+    while "before-decision" not in _state(zombie) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _state(zombie) == "before-decision", zombie.output()
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    zombie.kill(signal.SIGCONT)
+    assert zombie.wait(300) == EXIT_FENCED, zombie.output()
+    assert "fenced" in zombie.output()
+    harness.assert_exact(pg_dsn, truth)
+
+
+def _state(driver: harness.Driver) -> str:
+    """'before-decision' once the driver's Python process is stopped (state T)."""
+    try:
+        stat = Path(f"/proc/{driver.proc.pid}/stat").read_text()
+    except FileNotFoundError:
+        return "gone"
+    return "before-decision" if stat.split(") ")[1].startswith("T") else "running"
+
+
+def test_deleting_the_checkpoint_is_reported_not_replayed_into_duplicates(
+    work: Path, pg_dsn: str
+) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=4, per_file=50)
+    spec = harness.files_pipeline(work)
+    assert harness.run(spec, 1, pg_dsn)[0] == 0
+    shutil.rmtree(work / "checkpoint")
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == EXIT_CHECKPOINT_RESET, out
+    assert "checkpoint reset detected" in out
+    harness.assert_exact(pg_dsn, truth)
+
+
+def test_rows_that_break_the_transform_become_dead_letters_not_failures(
+    work: Path, pg_dsn: str
+) -> None:
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=2, per_file=40, malformed_every=1000)
+    sql = ("SELECT order_id, merchant, CAST(100 DIV (amount_cents - 37 * order_id % 10000 "
+           "+ CASE WHEN order_id IN (7, 55) THEN 0 ELSE 1 END) AS BIGINT) * amount_cents "
+           "AS amount_cents FROM source")
+    spec = harness.files_pipeline(work, transform=sql, per_trigger=2)
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == 0, out
+    with psycopg.connect(pg_dsn) as conn:
+        dead = conn.execute("SELECT raw, reason FROM public.orders_dead_letter").fetchall()
+        ids = {r[0] for r in conn.execute("SELECT order_id FROM public.orders").fetchall()}
+    assert sorted('"order_id": 7,' in r or '"order_id": 55,' in r for r, _ in dead) == [True, True]
+    assert all("transform failed" in reason for _, reason in dead)
+    assert ids == set(truth.valid) - {7, 55}
+
+
+def test_a_sink_that_is_down_at_start_is_waited_for_and_nothing_is_lost(work: Path) -> None:
+    truth = harness.write_files(work / "in", files=2, per_file=50)
+    spec = harness.files_pipeline(work)
+    with temporary_server() as server:
+        dsn = server.create_database("late")
+        harness.create_table(dsn)
+        server.stop()
+        driver = harness.Driver(spec, 1, dsn, extra_env={"EO_SINK_WAIT_SECONDS": "300"})
+        deadline = time.monotonic() + 120
+        while "unreachable" not in driver.output():
+            assert time.monotonic() < deadline, driver.output()
+            assert driver.proc.poll() is None, driver.output()
+            time.sleep(0.2)
+        server.start()
+        assert driver.wait() == 0, driver.output()
+        assert "retrying in" in driver.output()
+        harness.assert_exact(dsn, truth)
