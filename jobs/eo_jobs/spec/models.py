@@ -258,6 +258,10 @@ class Driver(Model):
     """ServiceAccount of the driver pod (needs pod create rights when executors.instances > 0)."""
     metrics_port: Annotated[int, Field(ge=1024, le=65535)] = 9108
     """Port of the driver's Prometheus endpoint."""
+    volume_claim: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = None
+    """PersistentVolumeClaim mounted at volumeMountPath (checkpoint and file sources live there)."""
+    volume_mount_path: Annotated[str, StringConstraints(pattern=r"^/.*")] = "/data"
+    """Where the volumeClaim is mounted in the driver pod."""
 
 
 class Executors(Model):
