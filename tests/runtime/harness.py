@@ -34,8 +34,9 @@ class Truth:
     malformed: int = 0
 
 
-def write_files(folder: Path, files: int, per_file: int, start: int = 0,
-                malformed_every: int = 40) -> Truth:
+def write_files(
+    folder: Path, files: int, per_file: int, start: int = 0, malformed_every: int = 40
+) -> Truth:
     """JSON-lines files (atomically renamed in), with a malformed line every N records."""
     truth = Truth()
     folder.mkdir(parents=True, exist_ok=True)
@@ -44,8 +45,11 @@ def write_files(folder: Path, files: int, per_file: int, start: int = 0,
         lines = []
         for _ in range(per_file):
             amount = (order_id * 37) % 10_000
-            lines.append(json.dumps({"order_id": order_id, "merchant": f"m{order_id % 5}",
-                                     "amount_cents": amount}))
+            lines.append(
+                json.dumps(
+                    {"order_id": order_id, "merchant": f"m{order_id % 5}", "amount_cents": amount}
+                )
+            )
             truth.valid[order_id] = amount
             order_id += 1
             if order_id % malformed_every == 0:
@@ -57,8 +61,13 @@ def write_files(folder: Path, files: int, per_file: int, start: int = 0,
     return truth
 
 
-def files_pipeline(work: Path, *, transform: str | None = None, per_trigger: int = 2,
-                   guarantee: str = "exactly-once") -> Path:
+def files_pipeline(
+    work: Path,
+    *,
+    transform: str | None = None,
+    per_trigger: int = 2,
+    guarantee: str = "exactly-once",
+) -> Path:
     """A pipeline file: JSON files -> (transform) -> public.orders."""
     sql = transform or "SELECT order_id, merchant, amount_cents FROM source"
     spec = work / "pipeline.yaml"
@@ -68,13 +77,13 @@ metadata: {{name: orders, namespace: test}}
 spec:
   guarantee: {guarantee}
   source:
-    files: {{path: "{work / 'in'}", format: json, maxFilesPerTrigger: {per_trigger},
+    files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: {per_trigger},
             schema: "order_id BIGINT, merchant STRING, amount_cents BIGINT"}}
   transform: {{sql: "{sql}"}}
   sinks:
     - name: orders
       postgres: {{dsn: {{env: TEST_DSN}}, table: public.orders, writerPartitions: 2}}
-  checkpoint: {{location: "{work / 'checkpoint'}", triggerIntervalSeconds: 0}}
+  checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 0}}
   driver: {{cores: 2, memory: 768m}}
 """)
     return spec
@@ -89,19 +98,48 @@ def create_table(dsn: str) -> None:
 class Driver:
     """An `eo run` child in its own process group (a pod)."""
 
-    def __init__(self, spec: Path, epoch: int, dsn: str, *, extra_env: dict[str, str] | None = None,
-                 available_now: bool = True, log: Path | None = None) -> None:
+    def __init__(
+        self,
+        spec: Path,
+        epoch: int,
+        dsn: str,
+        *,
+        extra_env: dict[str, str] | None = None,
+        available_now: bool = True,
+        log: Path | None = None,
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
-        env.update({"TEST_DSN": dsn, "EO_SPARK_DRIVER_JAVA_OPTIONS": FAST_JVM,
-                    "EO_LOG_LEVEL": "INFO", **(extra_env or {})})
+        env.update(
+            {
+                "TEST_DSN": dsn,
+                "EO_SPARK_DRIVER_JAVA_OPTIONS": FAST_JVM,
+                "EO_LOG_LEVEL": "INFO",
+                **(extra_env or {}),
+            }
+        )
         self.log_path = log or spec.parent / f"driver-{epoch}-{time.monotonic_ns()}.log"
         self._log = self.log_path.open("w")
-        args = [sys.executable, "-m", "eo_jobs.cli", "run", str(spec), "--epoch", str(epoch),
-                "--metrics-port", "0"]
+        args = [
+            sys.executable,
+            "-m",
+            "eo_jobs.cli",
+            "run",
+            str(spec),
+            "--epoch",
+            str(epoch),
+            "--metrics-port",
+            "0",
+        ]
         if available_now:
             args.append("--available-now")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=REPO, start_new_session=True)
+        self.proc = subprocess.Popen(
+            args,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+            start_new_session=True,
+        )
 
     def wait(self, timeout: float = 600) -> int:
         """Exit code (negative signal number when killed); kills leftovers of the group."""

@@ -14,7 +14,6 @@ from tests.support.kafka import KafkaBroker
 
 from eo_jobs.runtime.packages import kafka_connector_jars
 
-
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 

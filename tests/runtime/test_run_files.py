@@ -10,11 +10,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from tests.runtime import harness
 
 from eo_jobs.pgserver import temporary_server
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED
 from eo_jobs.protocol.faults import POINTS
-from tests.runtime import harness
 
 pytestmark = pytest.mark.spark
 
@@ -77,8 +77,16 @@ def test_a_frozen_zombie_driver_is_fenced_when_it_wakes_and_the_table_stays_exac
     truth = harness.write_files(work / "in", files=6, per_file=60)
     spec = harness.files_pipeline(work)
     # The zombie freezes itself (SIGSTOP) with its participants of batch 1 prepared.
-    zombie = harness.Driver(spec, 1, pg_dsn, extra_env={
-        "EO_FAULT_POINT": "before-decision", "EO_FAULT_BATCH": "1", "EO_FAULT_ACTION": "stop"})
+    zombie = harness.Driver(
+        spec,
+        1,
+        pg_dsn,
+        extra_env={
+            "EO_FAULT_POINT": "before-decision",
+            "EO_FAULT_BATCH": "1",
+            "EO_FAULT_ACTION": "stop",
+        },
+    )
     deadline = time.monotonic() + 300
     while "before-decision" not in _state(zombie) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -119,9 +127,11 @@ def test_rows_that_break_the_transform_become_dead_letters_not_failures(
 ) -> None:
     harness.create_table(pg_dsn)
     truth = harness.write_files(work / "in", files=2, per_file=40, malformed_every=1000)
-    sql = ("SELECT order_id, merchant, CAST(100 DIV (amount_cents - 37 * order_id % 10000 "
-           "+ CASE WHEN order_id IN (7, 55) THEN 0 ELSE 1 END) AS BIGINT) * amount_cents "
-           "AS amount_cents FROM source")
+    sql = (
+        "SELECT order_id, merchant, CAST(100 DIV (amount_cents - 37 * order_id % 10000 "
+        "+ CASE WHEN order_id IN (7, 55) THEN 0 ELSE 1 END) AS BIGINT) * amount_cents "
+        "AS amount_cents FROM source"
+    )
     spec = harness.files_pipeline(work, transform=sql, per_trigger=2)
     code, out = harness.run(spec, 1, pg_dsn)
     assert code == 0, out

@@ -15,7 +15,6 @@ from tests.support.kafka import (
     kafka_version,
 )
 
-
 pytestmark = pytest.mark.kafka
 
 

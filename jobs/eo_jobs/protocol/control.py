@@ -87,6 +87,16 @@ class Decision:
     rows_written: int
     decided_at: datetime
     committed_at: datetime | None
+    prepare_ms: float | None = None
+    decide_ms: float | None = None
+    commit_ms: float | None = None
+
+    @property
+    def checkpoint_seconds(self) -> float | None:
+        """Whole batch: prepare + decide + commit, once phase 2 is done."""
+        if self.commit_ms is None:
+            return None
+        return ((self.prepare_ms or 0.0) + (self.decide_ms or 0.0) + self.commit_ms) / 1000.0
 
 
 @dataclass(frozen=True)
@@ -330,4 +340,7 @@ def _decision(row: dict[str, Any]) -> Decision:
         rows_written=int(row["rows_written"]),
         decided_at=row["decided_at"],
         committed_at=row["committed_at"],
+        prepare_ms=row["prepare_ms"],
+        decide_ms=row["decide_ms"],
+        commit_ms=row["commit_ms"],
     )

@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
+from eo_jobs.runtime.arrow_writer import ARROW, WRITER_ENV, arrow_task_writer, write_with_arrow
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 from eo_jobs.spec.models import Guarantee, PipelineSpec
@@ -38,8 +39,16 @@ DEAD_LETTER_SINK = "eo-dead-letter"
 DEAD_LETTER_COLUMNS = ("pipeline", "batch_id", "raw", "reason")
 ROW_ID = "_eo_row"
 DATA_ERRORS = (
-    "CAST_", "ARITHMETIC_OVERFLOW", "DIVIDE_BY_ZERO", "NUMERIC_", "INVALID_ARRAY_INDEX",
-    "DATETIME_", "CANNOT_PARSE", "INVALID_FRACTION", "INVALID_INDEX", "BINARY_ARITHMETIC",
+    "CAST_",
+    "ARITHMETIC_OVERFLOW",
+    "DIVIDE_BY_ZERO",
+    "NUMERIC_",
+    "INVALID_ARRAY_INDEX",
+    "DATETIME_",
+    "CANNOT_PARSE",
+    "INVALID_FRACTION",
+    "INVALID_INDEX",
+    "BINARY_ARITHMETIC",
 )
 
 
@@ -62,7 +71,7 @@ class BatchContext:
 
 def _local(location: str) -> Path | None:
     if location.startswith("file://"):
-        return Path(location[len("file://"):])
+        return Path(location[len("file://") :])
     if "://" in location:
         return None
     return Path(location)
@@ -132,8 +141,12 @@ class TransformIsolation:
             raise first_error
         kept = valid.filter(~F.col(ROW_ID).isin([i for i, _ in bad]))
         out = _materialize(self._apply(kept))
-        rows = {r[0]: r[1] for r in valid.filter(F.col(ROW_ID).isin([i for i, _ in bad]))
-                .select(ROW_ID, RAW).collect()}
+        rows = {
+            r[0]: r[1]
+            for r in valid.filter(F.col(ROW_ID).isin([i for i, _ in bad]))
+            .select(ROW_ID, RAW)
+            .collect()
+        }
         return out, [(rows.get(i) or "", reason) for i, reason in bad]
 
     def _bisect(self, df: DataFrame, ids: list[int], bad: list[tuple[int, str]]) -> None:
@@ -155,19 +168,38 @@ class TransformIsolation:
 
 
 def _task_writer(
-    writer: PostgresWriter, pipeline: str, query_id: str, sink: str, epoch: int,
-    batch_id: int, two_phase: bool, driver_pid: int,
-) -> Callable[[int, Iterator[Any]], Iterator[tuple[str, str, int]]]:
+    writer: PostgresWriter,
+    pipeline: str,
+    query_id: str,
+    sink: str,
+    epoch: int,
+    batch_id: int,
+    two_phase: bool,
+    driver_pid: int,
+) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, str, int]]]:
     """The function each writer task runs (shipped to executors with cloudpickle)."""
 
-    def write(_index: int, rows: Iterator[Any]) -> Iterator[tuple[str, str, int]]:
+    def write(_index: int, rows: Iterable[Any]) -> Iterator[tuple[str, str, int]]:
         context = TaskContext.get()
         task = context.partitionId() if context else _index
         attempt = context.attemptNumber() if context else 0
-        gid = str(Gid.build(pipeline=pipeline, query_id=query_id, sink=sink, epoch=epoch,
-                            batch=batch_id, task=task, attempt=attempt))
-        count = writer.write((tuple(r) for r in rows), gid=gid if two_phase else None,
-                             pipeline=pipeline, batch_id=batch_id)
+        gid = str(
+            Gid.build(
+                pipeline=pipeline,
+                query_id=query_id,
+                sink=sink,
+                epoch=epoch,
+                batch=batch_id,
+                task=task,
+                attempt=attempt,
+            )
+        )
+        count = writer.write(
+            (tuple(r) for r in rows),
+            gid=gid if two_phase else None,
+            pipeline=pipeline,
+            batch_id=batch_id,
+        )
         if task == 0:
             crash_point("after-some-prepared", batch_id, pid=driver_pid)
         yield (sink, gid, count)
@@ -200,8 +232,17 @@ class ForeachBatch:
         offsets = offsets_of(ctx.checkpoint, batch_id)
         decision = ctx.coordinator.begin(query_id, batch_id, offsets)
         if decision is not None:
-            print(json.dumps({"event": "replay", "batch": batch_id, "decided_by_epoch":
-                              decision.epoch, "rows": decision.rows_written}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "event": "replay",
+                        "batch": batch_id,
+                        "decided_by_epoch": decision.epoch,
+                        "rows": decision.rows_written,
+                    }
+                ),
+                flush=True,
+            )
             return
         try:
             prepared = self._prepare(df, query_id, batch_id)
@@ -211,7 +252,8 @@ class ForeachBatch:
         prepare_ms = (time.perf_counter() - started) * 1000.0
         if self.two_phase:
             result = ctx.coordinator.decide_and_commit(
-                query_id, batch_id, prepared, offsets, prepare_ms)
+                query_id, batch_id, prepared, offsets, prepare_ms
+            )
         else:
             result = ctx.coordinator.record(query_id, batch_id, prepared, offsets, prepare_ms)
         ctx.timings[batch_id] = result
@@ -221,8 +263,10 @@ class ForeachBatch:
         ctx = self.ctx
         staged = df.withColumn(ROW_ID, F.monotonically_increasing_id()).persist()
         try:
-            poison = [(r[0] or "", r[1]) for r in
-                      staged.filter(F.col(ERROR).isNotNull()).select(RAW, ERROR).collect()]
+            poison = [
+                (r[0] or "", r[1])
+                for r in staged.filter(F.col(ERROR).isNotNull()).select(RAW, ERROR).collect()
+            ]
             valid = staged.filter(F.col(ERROR).isNull()).drop(ERROR)
             out, failed = self.transform.run(valid)
             prepared: list[Prepared] = []
@@ -234,8 +278,9 @@ class ForeachBatch:
         finally:
             staged.unpersist()
 
-    def _write_sink(self, out: DataFrame, sink: str, query_id: str,
-                    batch_id: int) -> list[Prepared]:
+    def _write_sink(
+        self, out: DataFrame, sink: str, query_id: str, batch_id: int
+    ) -> list[Prepared]:
         ctx = self.ctx
         writer = ctx.writers[sink]
         spec = next(s for s in ctx.spec.sinks if s.name == sink).postgres
@@ -244,16 +289,39 @@ class ForeachBatch:
             frame = frame.repartition(spec.writer_partitions, *spec.key_columns)
         else:
             frame = frame.repartition(spec.writer_partitions)
-        task = _task_writer(writer, ctx.pipeline, query_id, sink, ctx.epoch, batch_id,
-                            self.two_phase, os.getpid())
-        results = frame.rdd.mapPartitionsWithIndex(task).collect()
+        if os.environ.get(WRITER_ENV) == ARROW:
+            task = arrow_task_writer(
+                writer,
+                pipeline=ctx.pipeline,
+                query_id=query_id,
+                sink=sink,
+                epoch=ctx.epoch,
+                batch_id=batch_id,
+                two_phase=self.two_phase,
+                driver_pid=os.getpid(),
+            )
+            results = write_with_arrow(frame, task)
+        else:
+            rows_task = _task_writer(
+                writer,
+                ctx.pipeline,
+                query_id,
+                sink,
+                ctx.epoch,
+                batch_id,
+                self.two_phase,
+                os.getpid(),
+            )
+            results = frame.rdd.mapPartitionsWithIndex(rows_task).collect()
         return [Prepared(s, gid, count) for s, gid, count in results]
 
-    def _write_dead_letters(self, rows: list[tuple[str, str]], query_id: str,
-                            batch_id: int) -> Prepared:
+    def _write_dead_letters(
+        self, rows: list[tuple[str, str]], query_id: str, batch_id: int
+    ) -> Prepared:
         ctx = self.ctx
         gid = ctx.coordinator.gid(query_id, DEAD_LETTER_SINK, batch_id, 0, 0)
         records = [(ctx.pipeline, batch_id, raw, reason) for raw, reason in rows]
-        count = ctx.dead_letters.write(records, gid=gid if self.two_phase else None,
-                                       pipeline=ctx.pipeline, batch_id=batch_id)
+        count = ctx.dead_letters.write(
+            records, gid=gid if self.two_phase else None, pipeline=ctx.pipeline, batch_id=batch_id
+        )
         return Prepared(DEAD_LETTER_SINK, gid, count)

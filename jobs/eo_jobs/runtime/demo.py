@@ -60,7 +60,7 @@ class Source:
 
 def generate(folder: Path, events: int, seed: int) -> Source:
     """Write ``events`` order events as JSON lines over FILES files, ~0.2% malformed."""
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 (reproducible test data)
     truth = Source()
     folder.mkdir(parents=True)
     per_file = -(-events // FILES)
@@ -70,8 +70,13 @@ def generate(folder: Path, events: int, seed: int) -> Source:
         for _ in range(min(per_file, events - order_id)):
             merchant = f"merchant-{rng.randrange(MERCHANTS):02d}"
             amount = rng.randrange(100, 500_000)
-            event = {"order_id": order_id, "merchant": merchant, "amount_cents": amount,
-                     "currency": "EUR", "event_time": f"2026-11-{1 + order_id % 28:02d}T10:00:00Z"}
+            event = {
+                "order_id": order_id,
+                "merchant": merchant,
+                "amount_cents": amount,
+                "currency": "EUR",
+                "event_time": f"2026-11-{1 + order_id % 28:02d}T10:00:00Z",
+            }
             truth.valid[order_id] = (merchant, amount)
             lines.append(json.dumps(event))
             order_id += 1
@@ -79,8 +84,16 @@ def generate(folder: Path, events: int, seed: int) -> Source:
                 lines.append('{"order_id": ' + str(10**9 + order_id) + ', "merchant": "x"')
                 truth.malformed += 1
             if rng.random() < 0.001:
-                lines.append(json.dumps({"order_id": "not-a-number", "merchant": merchant,
-                                         "amount_cents": amount, "currency": "EUR"}))
+                lines.append(
+                    json.dumps(
+                        {
+                            "order_id": "not-a-number",
+                            "merchant": merchant,
+                            "amount_cents": amount,
+                            "currency": "EUR",
+                        }
+                    )
+                )
                 truth.malformed += 1
         # Write atomically: Spark's file source must never see a half-written file.
         tmp = folder / f".orders-{index:03d}.json.tmp"
@@ -101,7 +114,8 @@ spec:
     files:
       path: {work / "orders"}
       format: json
-      schema: "order_id BIGINT, merchant STRING, amount_cents BIGINT, currency STRING, event_time TIMESTAMP"
+      schema: "order_id BIGINT, merchant STRING, amount_cents BIGINT, currency STRING,
+        event_time TIMESTAMP"
       maxFilesPerTrigger: 4
   transform:
     sql: "SELECT order_id, merchant, amount_cents, currency, event_time FROM source"
@@ -110,7 +124,7 @@ spec:
       postgres: {{dsn: {{env: EO_DEMO_DSN}}, table: public.ledger, writerPartitions: 2}}
   checkpoint: {{location: {work / "checkpoint"}, triggerIntervalSeconds: 0}}
   driver: {{cores: 2, memory: 1g}}
-"""
+"""  # noqa: S608 (a YAML document that contains SQL text, not a query)
 
 
 class Driver:
@@ -122,9 +136,22 @@ class Driver:
         self.epoch = epoch
         self.batches = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "eo_jobs.cli", "run", str(spec), "--epoch", str(epoch),
-             "--available-now", "--metrics-port", "0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "eo_jobs.cli",
+                "run",
+                str(spec),
+                "--epoch",
+                str(epoch),
+                "--available-now",
+                "--metrics-port",
+                "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
             start_new_session=True,
         )
         self._reader = threading.Thread(target=self._follow, daemon=True)
@@ -141,15 +168,21 @@ class Driver:
                 continue
             if event.get("event") == "batch":
                 self.batches += 1
-                say(f"  epoch {self.epoch} | batch {event['batch']:>3}: {event['rows']:>6} rows "
+                say(
+                    f"  epoch {self.epoch} | batch {event['batch']:>3}: {event['rows']:>6} rows "
                     f"(prepare {event['prepare_ms']:.0f} ms, decide {event['decide_ms']:.0f} ms, "
-                    f"commit {event['commit_ms']:.0f} ms)")
+                    f"commit {event['commit_ms']:.0f} ms)"
+                )
             elif event.get("event") == "replay":
-                say(f"  epoch {self.epoch} | batch {event['batch']:>3}: already decided by epoch "
-                    f"{event['decided_by_epoch']}, replay writes nothing")
+                say(
+                    f"  epoch {self.epoch} | batch {event['batch']:>3}: already decided by epoch "
+                    f"{event['decided_by_epoch']}, replay writes nothing"
+                )
             elif event.get("event") == "recovered" and (event["committed"] or event["rolled_back"]):
-                say(f"  epoch {self.epoch} | startup recovery: "
-                    f"{len(event['committed'])} committed, {len(event['rolled_back'])} rolled back")
+                say(
+                    f"  epoch {self.epoch} | startup recovery: "
+                    f"{len(event['committed'])} committed, {len(event['rolled_back'])} rolled back"
+                )
 
     def kill(self) -> None:
         """SIGKILL the whole process group: the pod dies, nothing runs its cleanup."""
@@ -167,19 +200,24 @@ class Driver:
 def run_recovery(dsn: str, epoch: int) -> None:
     """What the operator does before relaunching: fence, then resolve."""
     report = recover(ControlStore(dsn), [PreparedTransactions(dsn)], PIPELINE, epoch)
-    say(f"recovery: fence {report.fence_from} -> {report.fence_to}, "
+    say(
+        f"recovery: fence {report.fence_from} -> {report.fence_to}, "
         f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
-        f"{report.left} left ({report.seconds * 1000:.0f} ms)")
+        f"{report.left} left ({report.seconds * 1000:.0f} ms)"
+    )
 
 
 def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, int]], bool]:
     """Sink vs source; returns the table rows and whether everything matched."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT order_id, merchant, amount_cents FROM public.ledger").fetchall()
-        dead = conn.execute("SELECT count(*), count(DISTINCT raw) FROM public.ledger_dead_letter"
-                            ).fetchone()
-        left = conn.execute("SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
-                            (pipeline_prefix(PIPELINE),)).fetchone()
+        dead = conn.execute(
+            "SELECT count(*), count(DISTINCT raw) FROM public.ledger_dead_letter"
+        ).fetchone()
+        left = conn.execute(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
+            (pipeline_prefix(PIPELINE),),
+        ).fetchone()
     counts = Counter(r[0] for r in rows)
     duplicates = sum(c - 1 for c in counts.values() if c > 1)
     missing = sum(1 for oid in truth.valid if oid not in counts)
@@ -189,8 +227,9 @@ def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, i
     source_sums: Counter[str] = Counter()
     for merchant, amount in truth.valid.values():
         source_sums[merchant] += amount
-    mismatches = sum(1 for m in source_sums.keys() | sink_sums.keys()
-                     if source_sums[m] != sink_sums[m])
+    mismatches = sum(
+        1 for m in source_sums.keys() | sink_sums.keys() if source_sums[m] != sink_sums[m]
+    )
     dead_letters = int(dead[0]) if dead else 0
     prepared_left = int(left[0]) if left else -1
     table = [
@@ -205,8 +244,14 @@ def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, i
         ("prepared transactions left", prepared_left),
         ("epochs used", len(epochs)),
     ]
-    ok = (duplicates == 0 and missing == 0 and mismatches == 0 and prepared_left == 0
-          and dead_letters == truth.malformed and len(rows) == len(truth.valid))
+    ok = (
+        duplicates == 0
+        and missing == 0
+        and mismatches == 0
+        and prepared_left == 0
+        and dead_letters == truth.malformed
+        and len(rows) == len(truth.valid)
+    )
     return table, ok
 
 
@@ -228,7 +273,7 @@ def demo(events: int, seed: int, workdir: Path | None) -> int:
     work = Path(workdir or tempfile.mkdtemp(prefix="eo-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o755)
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 (reproducible test data)
     say(f"working in {work}")
     server = PgServer(work / "pg")
     say("starting embedded PostgreSQL (max_prepared_transactions = 64)")
@@ -255,7 +300,9 @@ def demo(events: int, seed: int, workdir: Path | None) -> int:
         epochs.append(2)
         target = rng.randint(2, 4)
         deadline = time.monotonic() + 600
-        while second.batches < target and second.proc.poll() is None and time.monotonic() < deadline:
+        while (
+            second.batches < target and second.proc.poll() is None and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
         time.sleep(rng.uniform(0.0, 1.5))
         second.kill()

@@ -81,7 +81,9 @@ def wait_for_sinks(dsns: dict[str, str], budget: float) -> None:
             except psycopg.OperationalError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 if time.monotonic() + delay > deadline:
-                    raise StartupError(f"sink {name} unreachable for {budget:.0f}s: {reason}")
+                    raise StartupError(
+                        f"sink {name} unreachable for {budget:.0f}s: {reason}"
+                    ) from None
                 log.warning("sink %s unreachable (%s); retrying in %.0fs", name, reason, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -114,12 +116,17 @@ def ensure_dead_letter_table(dsn: str, table: str) -> None:
         )
 
 
-def writers_for(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) -> dict[str, PostgresWriter]:
+def writers_for(
+    pipeline: Pipeline, dsns: dict[str, str], columns: list[str]
+) -> dict[str, PostgresWriter]:
     """One picklable writer per sink."""
     return {
         s.name: PostgresWriter(
-            dsn=dsns[s.name], table=s.postgres.table, columns=tuple(columns),
-            mode=s.postgres.mode, key_columns=tuple(s.postgres.key_columns),
+            dsn=dsns[s.name],
+            table=s.postgres.table,
+            columns=tuple(columns),
+            mode=s.postgres.mode,
+            key_columns=tuple(s.postgres.key_columns),
             version_column=s.postgres.version_column,
         )
         for s in pipeline.spec.sinks
@@ -133,8 +140,12 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) ->
     for sink in pipeline.spec.sinks:
         with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
             for problem in check_contract(
-                conn, sink.postgres.table, columns=columns, mode=sink.postgres.mode,
-                key_columns=sink.postgres.key_columns, two_phase=two_phase,
+                conn,
+                sink.postgres.table,
+                columns=columns,
+                mode=sink.postgres.mode,
+                key_columns=sink.postgres.key_columns,
+                two_phase=two_phase,
             ):
                 problems.append(f"sink {sink.name}: {problem}")
     if problems:
@@ -153,14 +164,24 @@ class Progress:
 
     def batch(self, result: BatchResult, seconds: float) -> None:
         """Log and count one decided batch."""
-        self.metrics.batch(result.batch_id, seconds, result.commit_ms / 1000.0,
-                           dict(result.rows_by_sink))
-        print(json.dumps({
-            "event": "batch", "batch": result.batch_id, "rows": result.rows,
-            "prepare_ms": round(result.prepare_ms, 1), "decide_ms": round(result.decide_ms, 1),
-            "commit_ms": round(result.commit_ms, 1), "seconds": round(seconds, 3),
-            "rows_by_sink": dict(result.rows_by_sink),
-        }), flush=True)
+        self.metrics.batch(
+            result.batch_id, seconds, result.commit_ms / 1000.0, dict(result.rows_by_sink)
+        )
+        print(
+            json.dumps(
+                {
+                    "event": "batch",
+                    "batch": result.batch_id,
+                    "rows": result.rows,
+                    "prepare_ms": round(result.prepare_ms, 1),
+                    "decide_ms": round(result.decide_ms, 1),
+                    "commit_ms": round(result.commit_ms, 1),
+                    "seconds": round(seconds, 3),
+                    "rows_by_sink": dict(result.rows_by_sink),
+                }
+            ),
+            flush=True,
+        )
 
     def failed(self, exc: BaseException) -> None:
         """Remember why a batch failed (Spark wraps it; the exit code needs the type)."""
@@ -219,24 +240,32 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     metrics.set_epoch(epoch)
     progress = Progress(metrics)
     ctx = BatchContext(
-        spec=spec, pipeline=pipeline.key, epoch=epoch, coordinator=coordinator,
+        spec=spec,
+        pipeline=pipeline.key,
+        epoch=epoch,
+        coordinator=coordinator,
         writers=writers_for(pipeline, dsns, columns),
-        dead_letters=PostgresWriter(dsn=first_dsn, table=dead_letter_table,
-                                    columns=DEAD_LETTER_COLUMNS),
+        dead_letters=PostgresWriter(
+            dsn=first_dsn, table=dead_letter_table, columns=DEAD_LETTER_COLUMNS
+        ),
         checkpoint=spec.checkpoint.location,
-        on_batch=progress.batch, on_failure=progress.failed,
+        on_batch=progress.batch,
+        on_failure=progress.failed,
     )
     listener = ProgressListener(pipeline.key)
     spark.streams.addListener(listener)
     writer = (
-        read_source(spark, spec).writeStream.foreachBatch(ForeachBatch(ctx))
+        read_source(spark, spec)
+        .writeStream.foreachBatch(ForeachBatch(ctx))
         .option("checkpointLocation", spec.checkpoint.location)
         .queryName(pipeline.metadata.name)
     )
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{spec.checkpoint.trigger_interval_seconds} seconds")
+        writer = writer.trigger(
+            processingTime=f"{spec.checkpoint.trigger_interval_seconds} seconds"
+        )
     query = writer.start()
     _install_stop(query, ctx)
     try:
@@ -259,8 +288,10 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
 
 def run_cli(args: argparse.Namespace) -> int:
     """``eo run``."""
-    logging.basicConfig(level=os.environ.get("EO_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("EO_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if args.epoch <= 0:
         print("eo: --epoch must be a positive integer", file=sys.stderr)

@@ -19,8 +19,9 @@ from eo_jobs.runtime.packages import kafka_connector_jars
 from eo_jobs.spec.models import PipelineSpec
 
 
-def spark_conf(spec: PipelineSpec, app_name: str,
-               environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def spark_conf(
+    spec: PipelineSpec, app_name: str, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The Spark configuration for a pipeline (pure, so it can be tested without a JVM)."""
     env = os.environ if environ is None else environ
     conf: dict[str, str] = {
@@ -45,20 +46,24 @@ def spark_conf(spec: PipelineSpec, app_name: str,
     else:
         host = env.get("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc")
         port = env.get("KUBERNETES_SERVICE_PORT", "443")
-        conf.update({
-            "spark.master": f"k8s://https://{host}:{port}",
-            "spark.submit.deployMode": "client",
-            "spark.executor.instances": str(spec.executors.instances),
-            "spark.executor.cores": str(spec.executors.cores),
-            "spark.executor.memory": spec.executors.memory,
-            "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
-            "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
-            "spark.kubernetes.container.image": env.get("EO_JOB_IMAGE", spec.driver.image or ""),
-            "spark.driver.host": env.get("EO_DRIVER_HOST", env.get("POD_IP", "")),
-            "spark.driver.port": "7078",
-            "spark.blockManager.port": "7079",
-            "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "eo-driver"),
-        })
+        conf.update(
+            {
+                "spark.master": f"k8s://https://{host}:{port}",
+                "spark.submit.deployMode": "client",
+                "spark.executor.instances": str(spec.executors.instances),
+                "spark.executor.cores": str(spec.executors.cores),
+                "spark.executor.memory": spec.executors.memory,
+                "spark.kubernetes.namespace": env.get("POD_NAMESPACE", "default"),
+                "spark.kubernetes.driver.pod.name": env.get("POD_NAME", ""),
+                "spark.kubernetes.container.image": env.get(
+                    "EO_JOB_IMAGE", spec.driver.image or ""
+                ),
+                "spark.driver.host": env.get("EO_DRIVER_HOST", env.get("POD_IP", "")),
+                "spark.driver.port": "7078",
+                "spark.blockManager.port": "7079",
+                "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "eo-driver"),
+            }
+        )
     java_options = env.get("EO_SPARK_DRIVER_JAVA_OPTIONS")
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options

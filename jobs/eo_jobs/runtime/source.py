@@ -18,6 +18,14 @@ RAW = "_eo_raw"
 ERROR = "_eo_error"
 
 
+def _struct(ddl: str) -> StructType:
+    """A declared Spark DDL schema as a StructType."""
+    parsed = StructType.fromDDL(ddl)
+    if not isinstance(parsed, StructType):
+        raise ValueError(f"schema {ddl!r} is not a list of columns")
+    return parsed
+
+
 def _with_corrupt(schema: StructType) -> StructType:
     return StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
 
@@ -40,28 +48,36 @@ def _split(parsed: DataFrame, schema: StructType, fmt: str) -> DataFrame:
 
 
 def _files(spark: SparkSession, src: FilesSource) -> DataFrame:
-    schema = StructType.fromDDL(src.schema_)
+    schema = _struct(src.schema_)
     reader = spark.readStream.options(**src.options)
     if src.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", src.max_files_per_trigger)
     if src.format == "parquet":
         df = reader.schema(schema).parquet(src.path)
-        return df.select("*", F.lit(None).cast("string").alias(RAW),
-                         F.lit(None).cast("string").alias(ERROR))
+        return df.select(
+            "*", F.lit(None).cast("string").alias(RAW), F.lit(None).cast("string").alias(ERROR)
+        )
     if src.format == "csv":
-        df = reader.option("header", "true").option("mode", "PERMISSIVE").option(
-            "columnNameOfCorruptRecord", CORRUPT).schema(_with_corrupt(schema)).csv(src.path)
-        error = F.when(F.col(CORRUPT).isNotNull(),
-                       F.lit("does not parse as csv with the declared schema"))
-        return df.select(*[F.col(f.name) for f in schema.fields],
-                         F.col(CORRUPT).alias(RAW), error.alias(ERROR))
+        df = (
+            reader.option("header", "true")
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", CORRUPT)
+            .schema(_with_corrupt(schema))
+            .csv(src.path)
+        )
+        error = F.when(
+            F.col(CORRUPT).isNotNull(), F.lit("does not parse as csv with the declared schema")
+        )
+        return df.select(
+            *[F.col(f.name) for f in schema.fields], F.col(CORRUPT).alias(RAW), error.alias(ERROR)
+        )
     lines = reader.text(src.path).select(F.col("value").alias(RAW))
     parsed = lines.select(F.col(RAW), _parse(F.col(RAW), "json", schema).alias("p"))
     return _split(parsed, schema, "json")
 
 
 def _kafka(spark: SparkSession, src: KafkaSource) -> DataFrame:
-    schema = StructType.fromDDL(src.schema_)
+    schema = _struct(src.schema_)
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", src.bootstrap_servers)

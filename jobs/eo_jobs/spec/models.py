@@ -422,6 +422,16 @@ class PipelineStatus(Model):
     """Age of the oldest in-doubt transaction."""
     message: str | None = None
     """Short human-readable summary of the last event."""
+    reason: str | None = None
+    """CamelCase reason of the current phase (e.g. DriverFailed, CrashLoop, InvalidSpec)."""
+    last_launch_time: str | None = None
+    """When the current driver was launched."""
+    last_failure_time: str | None = None
+    """When the driver last failed."""
+    backoff_until: str | None = None
+    """The next launch is not before this time."""
+    failed_generation: int | None = None
+    """Generation that failed permanently; any spec change retries."""
     observed_generation: int | None = None
     """metadata.generation of the spec this status reflects."""
     conditions: list[Condition] = Field(default_factory=list)

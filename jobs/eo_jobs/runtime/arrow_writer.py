@@ -1,0 +1,85 @@
+"""Writer tasks fed by Arrow record batches (``DataFrame.mapInArrow``) instead of pickled rows.
+
+The contract is the row writer's in ``batch``: each task writes its partition in one
+transaction (prepared under its gid in exactly-once mode, else committed) and reports
+``(sink, gid, count)``. Only the way rows reach Python differs: Spark ships columnar Arrow
+batches, turned into row tuples one column at a time (``to_pylist``), instead of unpickling a
+``Row`` object per record. ``EO_WRITER=arrow`` selects it, so that both paths run on the same
+build and can be measured against each other (``bench/compare.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+
+from eo_jobs.protocol.faults import crash_point
+from eo_jobs.protocol.gid import Gid
+from eo_jobs.sinks.postgres.writer import PostgresWriter
+
+WRITER_ENV = "EO_WRITER"
+"""Set to ``arrow`` to feed writer tasks with ``mapInArrow``; anything else keeps the row path."""
+ARROW = "arrow"
+RESULT_FIELDS = (("sink", pa.string()), ("gid", pa.string()), ("count", pa.int64()))
+RESULT_DDL = "sink string, gid string, count bigint"
+
+
+def _rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    """Row tuples of every record batch, converted column by column."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+
+def arrow_task_writer(
+    writer: PostgresWriter,
+    *,
+    pipeline: str,
+    query_id: str,
+    sink: str,
+    epoch: int,
+    batch_id: int,
+    two_phase: bool,
+    driver_pid: int,
+) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """The function each ``mapInArrow`` task runs: one transaction, one result record."""
+    schema = pa.schema(list(RESULT_FIELDS))
+
+    def write(batches: Iterable[Any]) -> Iterator[Any]:
+        context = TaskContext.get()
+        task = context.partitionId() if context else 0
+        attempt = context.attemptNumber() if context else 0
+        gid = str(
+            Gid.build(
+                pipeline=pipeline,
+                query_id=query_id,
+                sink=sink,
+                epoch=epoch,
+                batch=batch_id,
+                task=task,
+                attempt=attempt,
+            )
+        )
+        count = writer.write(
+            _rows(batches),
+            gid=gid if two_phase else None,
+            pipeline=pipeline,
+            batch_id=batch_id,
+        )
+        if task == 0:
+            crash_point("after-some-prepared", batch_id, pid=driver_pid)
+        yield pa.RecordBatch.from_pydict(
+            {"sink": [sink], "gid": [gid], "count": [count]}, schema=schema
+        )
+
+    return write
+
+
+def write_with_arrow(
+    frame: DataFrame, task: Callable[[Iterable[Any]], Iterator[Any]]
+) -> list[tuple[str, str, int]]:
+    """Run ``task`` on every partition of ``frame``; ``(sink, gid, count)`` per task."""
+    return [(r[0], r[1], int(r[2])) for r in frame.mapInArrow(task, RESULT_DDL).collect()]

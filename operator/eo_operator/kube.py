@@ -1,0 +1,152 @@
+"""The only module that talks to the Kubernetes API.
+
+A small interface over the official client: every other module of the operator receives and
+returns plain dicts. Creates are idempotent (409 AlreadyExists means done), deletes of missing
+objects are no-ops, and the epoch bump is a patch guarded by resourceVersion, so two operator
+replicas (or one restarted mid-recovery) can never both reserve a new epoch from the same
+observation.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Callable
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from eo_jobs.spec.models import EPOCH_ANNOTATION, GROUP, PLURAL, VERSION
+from eo_operator.resources import LABEL_PIPELINE
+
+
+class Conflict(Exception):  # noqa: N818 (a signal, not an error)
+    """The object changed since it was read (HTTP 409 on a guarded write)."""
+
+
+class Kube:
+    """Typed, synchronous access to what the operator needs."""
+
+    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+        self.api_client = api_client or client.ApiClient()
+        self.core = client.CoreV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
+
+    def _plain(self, obj: Any) -> dict[str, Any]:
+        plain = self.api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return cast(dict[str, Any], plain)
+
+    def get_pipeline(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pipeline object, or None when it is gone."""
+        try:
+            found = self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name
+            )
+            return cast(dict[str, Any], found)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def reserve_epoch(self, obj: dict[str, Any], epoch: int) -> dict[str, Any]:
+        """Set the epoch annotation, guarded by the object's resourceVersion."""
+        meta = obj["metadata"]
+        body = {
+            "metadata": {
+                "resourceVersion": meta["resourceVersion"],
+                "annotations": {EPOCH_ANNOTATION: str(epoch)},
+            }
+        }
+        try:
+            return cast(
+                dict[str, Any],
+                self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], body
+                ),
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
+            raise
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Merge-patch the status subresource."""
+        try:
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def driver_pods(self, namespace: str, pipeline: str) -> list[dict[str, Any]]:
+        """Every driver pod of the pipeline (normally one)."""
+        pods = self.core.list_namespaced_pod(
+            namespace,
+            label_selector=f"{LABEL_PIPELINE}={pipeline},app.kubernetes.io/component=driver",
+        )
+        return [self._plain(p) for p in pods.items]
+
+    def apply(self, manifest: dict[str, Any]) -> None:
+        """Create a Pod, ConfigMap or Service; replace a ConfigMap that exists."""
+        kind = manifest["kind"]
+        namespace = manifest["metadata"]["namespace"]
+        name = manifest["metadata"]["name"]
+        creators: dict[str, Callable[..., Any]] = {
+            "Pod": self.core.create_namespaced_pod,
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Service": self.core.create_namespaced_service,
+        }
+        create = creators[kind]
+        try:
+            create(namespace, manifest)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            if kind == "ConfigMap":
+                self.core.patch_namespaced_config_map(name, namespace, {"data": manifest["data"]})
+
+    def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
+        """Delete a pod (graceful by default; 0 = force). Missing is fine."""
+        try:
+            self.core.delete_namespaced_pod(name, namespace, grace_period_seconds=grace_seconds)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def secret_value(self, namespace: str, name: str, key: str) -> str:
+        """One key of a Secret, decoded."""
+        secret = self.core.read_namespaced_secret(name, namespace)
+        data = secret.data or {}
+        if key not in data:
+            raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
+        return base64.b64decode(data[key]).decode()
+
+    def event(self, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
+        """A Kubernetes Event on the pipeline (what `kubectl describe eop` shows)."""
+        meta = obj["metadata"]
+        now = dt.datetime.now(dt.UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=obj["apiVersion"],
+                kind=obj["kind"],
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta["uid"],
+                resource_version=meta.get("resourceVersion"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning" if warning else "Normal",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component="eo-operator"),
+            reporting_component="eo.dev/operator",
+            reporting_instance="eo-operator",
+        )
+        self.core.create_namespaced_event(meta["namespace"], body)

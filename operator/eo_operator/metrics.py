@@ -1,0 +1,390 @@
+"""Prometheus metrics of the operator: the health of every pipeline, even while its driver is dead.
+
+A dead driver exports nothing, so alerts that must fire exactly then (no recent commit, stale
+in-doubt transactions, a crash loop) are computed from what the operator observes: the status it
+records and the sink state it reads. The handlers build one :class:`PipelineHealth` per pipeline
+and hand it to :meth:`PipelineMetrics.observe_health`; this module owns every metric name, label
+and bucket, so the alert rules, the dashboard and ``docs/metrics.md`` have one source.
+
+Metrics live on a dedicated registry (never the process-global one) so tests and several
+operator instances in one process cannot collide.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Final, Literal, get_args
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+Phase = Literal[
+    "Pending", "Starting", "Running", "Recovering", "Backoff", "Suspended", "Stopping", "Failed"
+]
+PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
+"""Every phase gets a series (one-hot), so a phase change never leaves a stale 1 behind."""
+
+Handler = Literal["reconcile", "timer", "delete", "recover", "sweep"]
+HANDLERS: Final[tuple[Handler, ...]] = get_args(Handler)
+"""The operator's handler kinds: a fixed set keeps the handler label bounded."""
+
+OUTCOMES: Final = ("committed", "rolled_back")
+
+DEFAULT_MAX_CHECKPOINT_DURATION_SECONDS: Final = 300.0
+DEFAULT_MAX_FAILURE_RATE_RATIO: Final = 0.05
+
+CHECKPOINT_BUCKETS: Final = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0,
+)  # fmt: skip
+"""0.1 s .. 30 min: a batch includes writing its rows, so minutes are normal for big batches."""
+COMMIT_BUCKETS: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+)  # fmt: skip
+"""Phase 2 only (COMMIT PREPARED): milliseconds when healthy, seconds under lock contention."""
+RECOVERY_BUCKETS: Final = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+RECONCILE_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+_PIPELINE: Final = ("namespace", "pipeline")
+
+
+@dataclass(frozen=True)
+class SinkHealth:
+    """Prepared transactions in one sink's database, and the server's ceiling for them."""
+
+    prepared: int
+    """Every prepared transaction in the database, not only this pipeline's: all share the cap."""
+    max_prepared: int
+    """The server's max_prepared_transactions setting."""
+
+
+@dataclass(frozen=True)
+class PipelineHealth:
+    """One observation of a pipeline, as the operator sees it from status and the sink.
+
+    Totals (``restarts``, ``batches``, ``failures``) are the cumulative values recorded in status;
+    the metrics turn them into monotonic counters. Durations are only those observed since the
+    previous call, so that each batch lands in the histograms once.
+    """
+
+    guarantee: str
+    epoch: int
+    phase: Phase
+    driver_up: bool
+    restarts: int
+    batches: int
+    failures: int
+    failure_rate: float
+    trigger_interval_seconds: float
+    last_batch_id: int | None = None
+    last_commit_time: float | None = None
+    """Unix time of the last decided batch; None until the first decision."""
+    checkpoint_durations: tuple[float, ...] = ()
+    commit_durations: tuple[float, ...] = ()
+    max_checkpoint_duration_seconds: float = DEFAULT_MAX_CHECKPOINT_DURATION_SECONDS
+    max_failure_rate_ratio: float = DEFAULT_MAX_FAILURE_RATE_RATIO
+    in_doubt: int = 0
+    in_doubt_oldest_age_seconds: float = 0.0
+    sinks: Mapping[str, SinkHealth] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        for name in ("restarts", "batches", "failures", "in_doubt"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("failure_rate", "max_failure_rate_ratio"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} is a ratio in [0, 1], got {value}")
+
+
+@dataclass
+class _Seen:
+    """What the previous observation of one pipeline exported, to compute deltas and removals."""
+
+    guarantee: str
+    restarts: int = 0
+    batches: int = 0
+    failures: int = 0
+    sinks: frozenset[str] = frozenset()
+
+
+class _SinceLastCommit:
+    """``eo_pipeline_seconds_since_last_commit``, computed at scrape time.
+
+    A value frozen at the operator's last observation would stop growing exactly when the
+    operator is slow or stuck; computing it per scrape keeps the no-recent-commit alert honest.
+    """
+
+    name: Final = "eo_pipeline_seconds_since_last_commit"
+    documentation: Final = "Seconds since the last decided batch, computed at scrape time."
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._commits: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def set(self, namespace: str, pipeline: str, commit_time: float | None) -> None:
+        with self._lock:
+            if commit_time is None:
+                self._commits.pop((namespace, pipeline), None)
+            else:
+                self._commits[(namespace, pipeline)] = commit_time
+
+    def describe(self) -> Iterable[Metric]:
+        return [GaugeMetricFamily(self.name, self.documentation, labels=_PIPELINE)]
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(self.name, self.documentation, labels=_PIPELINE)
+        now = self._clock()
+        with self._lock:
+            for (namespace, pipeline), commit_time in sorted(self._commits.items()):
+                family.add_metric([namespace, pipeline], max(0.0, now - commit_time))
+        return [family]
+
+
+class PipelineMetrics:
+    """Every operator metric, on one registry, behind a typed API the handlers call."""
+
+    def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
+        self.registry = registry
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], _Seen] = {}
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, _PIPELINE + extra, registry=registry)
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, _PIPELINE + extra, registry=registry)
+
+        def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
+            return Histogram(name, doc, _PIPELINE, buckets=buckets, registry=registry)
+
+        self._info = gauge("eo_pipeline_info", "Always 1; carries the guarantee.", ("guarantee",))
+        self._epoch = gauge("eo_pipeline_epoch", "Fencing epoch of the current driver.")
+        self._restarts = counter("eo_pipeline_restarts", "Driver relaunches after failures.")
+        self._phase = gauge("eo_pipeline_phase", "1 for the current phase, else 0.", ("phase",))
+        self._driver_up = gauge("eo_pipeline_driver_up", "1 when the driver pod is Running.")
+        self._last_batch_id = gauge("eo_pipeline_last_batch_id", "Last decided micro-batch id.")
+        self._last_commit_timestamp = gauge(
+            "eo_pipeline_last_commit_timestamp_seconds", "Unix time of the last decided batch."
+        )
+        self._checkpoint_duration = histogram(
+            "eo_pipeline_checkpoint_duration_seconds",
+            "Whole batch duration: prepare + decide + commit.",
+            CHECKPOINT_BUCKETS,
+        )
+        self._commit_duration = histogram(
+            "eo_pipeline_commit_duration_seconds",
+            "Phase 2 duration (COMMIT PREPARED of every participant).",
+            COMMIT_BUCKETS,
+        )
+        self._batches = counter("eo_pipeline_batches", "Batches decided.")
+        self._batch_failures = counter("eo_pipeline_batch_failures", "Failed batch attempts.")
+        self._failure_rate = gauge(
+            "eo_pipeline_failure_rate_ratio", "Failed attempts / all attempts (status window)."
+        )
+        self._trigger_interval = gauge(
+            "eo_pipeline_trigger_interval_seconds", "spec.checkpoint.triggerIntervalSeconds."
+        )
+        self._alert_max_checkpoint_duration = gauge(
+            "eo_pipeline_alert_max_checkpoint_duration_seconds",
+            "spec.alerts.maxCheckpointDurationSeconds: alert threshold for batch duration.",
+        )
+        self._alert_max_failure_rate = gauge(
+            "eo_pipeline_alert_max_failure_rate_ratio",
+            "spec.alerts.maxFailureRatePercent / 100: alert threshold for the failure rate.",
+        )
+        self._in_doubt = gauge(
+            "eo_pipeline_in_doubt_transactions", "Prepared transactions of this pipeline."
+        )
+        self._in_doubt_oldest_age = gauge(
+            "eo_pipeline_in_doubt_oldest_age_seconds", "Age of the oldest in-doubt transaction."
+        )
+        self._in_doubt_resolutions = counter(
+            "eo_pipeline_in_doubt_resolutions",
+            "In-doubt transactions resolved by recovery or the sweep.",
+            ("outcome",),
+        )
+        self._fenced_attempts = counter(
+            "eo_pipeline_fenced_attempts", "Drivers that found themselves fenced (zombies)."
+        )
+        self._recoveries = counter("eo_pipeline_recoveries", "Recoveries run (fence + resolve).")
+        self._recovery_duration = histogram(
+            "eo_pipeline_recovery_duration_seconds", "Duration of one recovery.", RECOVERY_BUCKETS
+        )
+        self._sink_prepared = gauge(
+            "eo_sink_prepared_transactions",
+            "All prepared transactions in the sink's database.",
+            ("sink",),
+        )
+        self._sink_max_prepared = gauge(
+            "eo_sink_max_prepared_transactions",
+            "The sink server's max_prepared_transactions.",
+            ("sink",),
+        )
+        self._reconcile_duration = Histogram(
+            "eo_operator_reconcile_duration_seconds",
+            "Duration of one handler run.",
+            ("handler",),
+            buckets=RECONCILE_BUCKETS,
+            registry=registry,
+        )
+        self._reconcile_errors = Counter(
+            "eo_operator_reconcile_errors",
+            "Handler runs that raised.",
+            ("handler",),
+            registry=registry,
+        )
+        for handler in HANDLERS:
+            self._reconcile_duration.labels(handler)
+            self._reconcile_errors.labels(handler)
+        self._since_last_commit = _SinceLastCommit(clock)
+        registry.register(self._since_last_commit)
+        self._per_pipeline: tuple[Gauge | Counter | Histogram, ...] = (
+            self._info, self._epoch, self._restarts, self._phase, self._driver_up,
+            self._last_batch_id, self._last_commit_timestamp, self._checkpoint_duration,
+            self._commit_duration, self._batches, self._batch_failures, self._failure_rate,
+            self._trigger_interval, self._alert_max_checkpoint_duration,
+            self._alert_max_failure_rate, self._in_doubt, self._in_doubt_oldest_age,
+            self._in_doubt_resolutions, self._fenced_attempts, self._recoveries,
+            self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
+        )  # fmt: skip
+
+    def observe_health(self, namespace: str, pipeline: str, health: PipelineHealth) -> None:
+        """Publish one observation; counters advance by the growth of the status totals."""
+        key = (namespace, pipeline)
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._first_sight(namespace, pipeline, health.guarantee)
+            elif seen.guarantee != health.guarantee:
+                self._info.remove(namespace, pipeline, seen.guarantee)
+                seen.guarantee = health.guarantee
+            self._info.labels(namespace, pipeline, health.guarantee).set(1)
+            self._epoch.labels(*key).set(health.epoch)
+            for phase in PHASES:
+                self._phase.labels(namespace, pipeline, phase).set(phase == health.phase)
+            self._driver_up.labels(*key).set(health.driver_up)
+            seen.restarts = _advance(self._restarts.labels(*key), seen.restarts, health.restarts)
+            seen.batches = _advance(self._batches.labels(*key), seen.batches, health.batches)
+            seen.failures = _advance(
+                self._batch_failures.labels(*key), seen.failures, health.failures
+            )
+            self._set_optional(self._last_batch_id, key, health.last_batch_id)
+            self._set_optional(self._last_commit_timestamp, key, health.last_commit_time)
+            self._since_last_commit.set(namespace, pipeline, health.last_commit_time)
+            for seconds in health.checkpoint_durations:
+                self._checkpoint_duration.labels(*key).observe(seconds)
+            for seconds in health.commit_durations:
+                self._commit_duration.labels(*key).observe(seconds)
+            self._failure_rate.labels(*key).set(health.failure_rate)
+            self._trigger_interval.labels(*key).set(health.trigger_interval_seconds)
+            self._alert_max_checkpoint_duration.labels(*key).set(
+                health.max_checkpoint_duration_seconds
+            )
+            self._alert_max_failure_rate.labels(*key).set(health.max_failure_rate_ratio)
+            self._in_doubt.labels(*key).set(health.in_doubt)
+            self._in_doubt_oldest_age.labels(*key).set(
+                health.in_doubt_oldest_age_seconds if health.in_doubt else 0.0
+            )
+            for sink in seen.sinks - health.sinks.keys():
+                self._sink_prepared.remove(namespace, pipeline, sink)
+                self._sink_max_prepared.remove(namespace, pipeline, sink)
+            for sink, state in health.sinks.items():
+                self._sink_prepared.labels(namespace, pipeline, sink).set(state.prepared)
+                self._sink_max_prepared.labels(namespace, pipeline, sink).set(state.max_prepared)
+            seen.sinks = frozenset(health.sinks)
+
+    def record_resolution(
+        self, namespace: str, pipeline: str, committed: int, rolled_back: int
+    ) -> None:
+        """Count in-doubt transactions that recovery or the sweep committed or rolled back."""
+        if committed < 0 or rolled_back < 0:
+            raise ValueError(f"resolution counts must be >= 0, got {committed}, {rolled_back}")
+        self._in_doubt_resolutions.labels(namespace, pipeline, "committed").inc(committed)
+        self._in_doubt_resolutions.labels(namespace, pipeline, "rolled_back").inc(rolled_back)
+
+    def record_fenced(self, namespace: str, pipeline: str) -> None:
+        """Count a driver that exited because a newer epoch fenced it out."""
+        self._fenced_attempts.labels(namespace, pipeline).inc()
+
+    def record_recovery(self, namespace: str, pipeline: str, seconds: float) -> None:
+        """Count one finished recovery and how long it took."""
+        self._recoveries.labels(namespace, pipeline).inc()
+        self._recovery_duration.labels(namespace, pipeline).observe(seconds)
+
+    def forget(self, namespace: str, pipeline: str) -> None:
+        """Drop every series of a deleted pipeline, so label sets do not grow without bound."""
+        with self._lock:
+            self._seen.pop((namespace, pipeline), None)
+            for metric in self._per_pipeline:
+                metric.remove_by_labels({"namespace": namespace, "pipeline": pipeline})
+            self._since_last_commit.set(namespace, pipeline, None)
+
+    @contextmanager
+    def reconcile_timer(self, handler: Handler) -> Iterator[None]:
+        """Time one handler run; a run that raises also counts as an error (and re-raises)."""
+        if handler not in HANDLERS:
+            raise ValueError(f"handler {handler!r} is not one of {', '.join(HANDLERS)}")
+        started = time.perf_counter()
+        try:
+            yield
+        except Exception:
+            self._reconcile_errors.labels(handler).inc()
+            raise
+        finally:
+            self._reconcile_duration.labels(handler).observe(time.perf_counter() - started)
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format, as a scrape would see it."""
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> WSGIServer:  # noqa: S104
+        """Serve /metrics on a daemon thread; port 0 picks a free port (see server_port)."""
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        return server
+
+    def _first_sight(self, namespace: str, pipeline: str, guarantee: str) -> _Seen:
+        """Create the event counters at 0 so increase() sees the first event, not a new series."""
+        for outcome in OUTCOMES:
+            self._in_doubt_resolutions.labels(namespace, pipeline, outcome)
+        for metric in (self._fenced_attempts, self._recoveries, self._recovery_duration):
+            metric.labels(namespace, pipeline)
+        seen = _Seen(guarantee=guarantee)
+        self._seen[(namespace, pipeline)] = seen
+        return seen
+
+    @staticmethod
+    def _set_optional(gauge: Gauge, key: tuple[str, str], value: float | None) -> None:
+        """Set a gauge, or drop its series when the value is not known (yet)."""
+        if value is None:
+            gauge.remove(*key)
+        else:
+            gauge.labels(*key).set(value)
+
+
+def _advance(counter: Counter, previous_total: int, total: int) -> int:
+    """Increase a counter by a status total's growth only; a smaller total is a new baseline.
+
+    Status totals are recomputed (and some, like restarts, count inside a window), so they can
+    shrink. A Prometheus counter must not: a shrink adds nothing and later growth is measured
+    from the new value.
+    """
+    if total > previous_total:
+        counter.inc(total - previous_total)
+    return total

@@ -1,0 +1,417 @@
+"""The pure planner: (spec, status, epoch annotation, observed driver pod, now) -> plan.
+
+No I/O, no kopf: every decision the operator makes about a pipeline's driver is here, so every
+edge of the state machine is a unit test. The rules, in the order they are checked:
+
+| # | observation | plan |
+| --- | --- | --- |
+| 1 | spec invalid | phase Failed (InvalidSpec), stop the driver |
+| 2 | driver lost: phase Unknown or stuck Terminating | recover (fence), force-delete, restart |
+| 3 | suspend and a driver exists | Stopping: graceful delete (batch boundary) |
+| 4 | suspend and no driver | recover, then Suspended |
+| 5 | driver of an older epoch | delete it (a zombie of a past launch) |
+| 6 | driver Pending/Running, spec changed | Stopping: graceful delete, relaunch after |
+| 7 | driver Pending/Running | Starting/Running |
+| 8 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
+| 9 | driver exited 75 (fenced) | relaunch above the fence, not a crash |
+| 10 | driver exited otherwise, or vanished while running | count a restart; Failed past max; |
+|  |  | else Backoff, then recover + relaunch |
+| 11 | no driver, Failed, same generation | stay Failed |
+| 12 | no driver, backoff not over | wait |
+| 13 | no driver | recover (fence first) + launch |
+
+"Recover" always means, in this order: reserve the next epoch on the object (annotation,
+guarded by resourceVersion), raise the sink fence to it, resolve prepared transactions below
+it. A reserved epoch whose driver never appeared is reused, so an operator restarted in the
+middle of a recovery completes that recovery instead of starting another.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
+from eo_jobs.spec.models import PipelineSpec
+
+STUCK_TERMINATING_GRACE = timedelta(seconds=30)
+
+
+class Phase(enum.StrEnum):
+    """Pipeline phases shown in status and metrics."""
+
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    RECOVERING = "Recovering"
+    BACKOFF = "Backoff"
+    SUSPENDED = "Suspended"
+    STOPPING = "Stopping"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class DriverPod:
+    """What the operator observed of the driver pod."""
+
+    name: str
+    epoch: int
+    phase: str
+    spec_hash: str
+    exit_code: int | None = None
+    deleting_since: datetime | None = None
+    grace_seconds: int = 60
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Operator bookkeeping kept in status between reconciles."""
+
+    phase: Phase = Phase.PENDING
+    epoch: int | None = None
+    """Epoch of the last driver actually launched (status.epoch)."""
+    restarts: int = 0
+    last_failure: datetime | None = None
+    backoff_until: datetime | None = None
+    last_launch: datetime | None = None
+    failed_generation: int | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Planner input."""
+
+    now: datetime
+    generation: int
+    spec: PipelineSpec | None
+    spec_error: str | None
+    spec_hash: str
+    annotation_epoch: int | None
+    memory: Memory
+    driver: DriverPod | None
+
+
+class Kind(enum.StrEnum):
+    """Action kinds, performed in list order by the handlers."""
+
+    RECOVER = "recover"
+    LAUNCH = "launch"
+    DELETE_POD = "delete-pod"
+    FORCE_DELETE_POD = "force-delete-pod"
+    EVENT = "event"
+
+
+@dataclass(frozen=True)
+class Action:
+    """One side effect to perform."""
+
+    kind: Kind
+    epoch: int | None = None
+    pod: str | None = None
+    reason: str = ""
+    message: str = ""
+    warning: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Planner output: status to record first, then actions, then when to look again."""
+
+    memory: Memory
+    actions: list[Action] = field(default_factory=list)
+    requeue_seconds: float = 5.0
+
+
+def next_epoch(obs: Observation) -> int:
+    """The epoch to (re)launch with: a reserved-but-unused one, or one above everything."""
+    reserved = obs.annotation_epoch or 0
+    used = obs.memory.epoch or 0
+    if reserved > used:
+        return reserved
+    return max(reserved, used) + 1
+
+
+def backoff_seconds(spec: PipelineSpec, failures: int, rng: random.Random) -> float:
+    """Capped exponential backoff with +-20% jitter."""
+    policy = spec.restart_policy
+    base = min(policy.backoff_seconds * 2 ** max(failures - 1, 0), policy.max_backoff_seconds)
+    return float(base * rng.uniform(0.8, 1.2))
+
+
+def _event(reason: str, message: str, warning: bool = False) -> Action:
+    return Action(Kind.EVENT, reason=reason, message=message, warning=warning)
+
+
+def _relaunch(obs: Observation, memory: Memory, reason: str, message: str) -> Plan:
+    epoch = next_epoch(obs)
+    launched = replace(
+        memory,
+        phase=Phase.STARTING,
+        last_launch=obs.now,
+        backoff_until=None,
+        reason=reason,
+        message=message,
+    )
+    return Plan(
+        launched,
+        [
+            Action(Kind.RECOVER, epoch=epoch, reason=reason),
+            Action(Kind.LAUNCH, epoch=epoch, reason=reason),
+            _event(reason, message),
+        ],
+        requeue_seconds=2.0,
+    )
+
+
+def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
+    """Decide what to do next for one pipeline."""
+    rng = rng or random.Random()  # noqa: S311 (jitter, not cryptography)
+    mem = obs.memory
+    pod = obs.driver
+
+    # 1. invalid spec
+    if obs.spec is None:
+        message = obs.spec_error or "invalid spec"
+        failed = replace(
+            mem,
+            phase=Phase.FAILED,
+            reason="InvalidSpec",
+            message=message,
+            failed_generation=obs.generation,
+        )
+        actions = (
+            [_event("InvalidSpec", message, warning=True)]
+            if mem.reason != "InvalidSpec" or mem.failed_generation != obs.generation
+            else []
+        )
+        if pod is not None and pod.deleting_since is None:
+            actions.append(Action(Kind.DELETE_POD, pod=pod.name, reason="InvalidSpec"))
+        return Plan(failed, actions, requeue_seconds=30.0)
+    spec = obs.spec
+
+    # 2. a driver we cannot trust to be dead: fence before anything else
+    if pod is not None and (pod.phase == "Unknown" or _stuck(pod, obs.now)):
+        restarts = _count_restart(spec, mem, obs.now)
+        epoch = next_epoch(obs)
+        memory = replace(
+            mem,
+            phase=Phase.RECOVERING,
+            restarts=restarts,
+            last_failure=obs.now,
+            last_launch=obs.now,
+            reason="DriverLost",
+            message=f"driver {pod.name} is unreachable (pod phase {pod.phase}); "
+            f"fenced it with epoch {epoch}",
+        )
+        return Plan(
+            memory,
+            [
+                Action(Kind.RECOVER, epoch=epoch, reason="DriverLost"),
+                Action(Kind.FORCE_DELETE_POD, pod=pod.name, reason="DriverLost"),
+                Action(Kind.LAUNCH, epoch=epoch, reason="DriverLost"),
+                _event("DriverLost", memory.message, warning=True),
+            ],
+            requeue_seconds=2.0,
+        )
+
+    # 3./4. suspend
+    if spec.suspend:
+        if pod is not None:
+            actions = (
+                []
+                if pod.deleting_since
+                else [
+                    Action(Kind.DELETE_POD, pod=pod.name, reason="Suspend"),
+                    _event("Stopping", f"suspend: stopping driver {pod.name} at a batch boundary"),
+                ]
+            )
+            return Plan(
+                replace(
+                    mem,
+                    phase=Phase.STOPPING,
+                    reason="Suspend",
+                    message="stopping the driver at a batch boundary",
+                ),
+                actions,
+                2.0,
+            )
+        if mem.phase != Phase.SUSPENDED:
+            epoch = next_epoch(obs)
+            memory = replace(
+                mem,
+                phase=Phase.SUSPENDED,
+                reason="Suspended",
+                message="driver stopped; in-doubt transactions resolved",
+            )
+            return Plan(
+                memory,
+                [
+                    Action(Kind.RECOVER, epoch=epoch, reason="Suspend"),
+                    _event("Suspended", memory.message),
+                ],
+                30.0,
+            )
+        return Plan(mem, [], 30.0)
+
+    # 5. a leftover driver of an older epoch
+    if pod is not None and mem.epoch is not None and pod.epoch < mem.epoch:
+        if pod.deleting_since is None:
+            return Plan(mem, [Action(Kind.DELETE_POD, pod=pod.name, reason="StaleEpoch")], 2.0)
+        return Plan(mem, [], 2.0)
+
+    if pod is not None and pod.phase in ("Pending", "Running"):
+        if pod.deleting_since is not None:
+            return Plan(replace(mem, phase=Phase.STOPPING), [], 2.0)
+        # 6. spec change: stop at a batch boundary, relaunch when gone
+        if pod.spec_hash != obs.spec_hash:
+            return Plan(
+                replace(
+                    mem,
+                    phase=Phase.STOPPING,
+                    reason="SpecChanged",
+                    message="spec changed: restarting the driver at a batch boundary",
+                ),
+                [
+                    Action(Kind.DELETE_POD, pod=pod.name, reason="SpecChanged"),
+                    _event("SpecChanged", f"restarting {pod.name} for generation {obs.generation}"),
+                ],
+                2.0,
+            )
+        # 7. healthy
+        phase = Phase.RUNNING if pod.phase == "Running" else Phase.STARTING
+        restarts = mem.restarts
+        if (
+            phase is Phase.RUNNING
+            and mem.last_failure is not None
+            and obs.now - mem.last_failure > timedelta(seconds=spec.restart_policy.window_seconds)
+        ):
+            restarts = 0
+        reason = "Running" if phase is Phase.RUNNING else mem.reason
+        return Plan(
+            replace(
+                mem,
+                phase=phase,
+                epoch=pod.epoch,
+                restarts=restarts,
+                reason=reason,
+                message=f"driver {pod.name} (epoch {pod.epoch}) is {pod.phase}",
+            ),
+            [],
+            5.0,
+        )
+
+    if pod is not None:
+        return _after_exit(obs, spec, pod, rng)
+
+    # no driver pod
+    pending = (obs.annotation_epoch or 0) > (mem.epoch or 0)
+    if mem.phase in (Phase.RUNNING, Phase.STARTING) and mem.epoch is not None and not pending:
+        # 10. it vanished (deleted, evicted) while we expected it to run
+        return _failure(obs, spec, rng, "DriverDeleted", f"driver of epoch {mem.epoch} disappeared")
+    if mem.phase is Phase.FAILED and mem.failed_generation == obs.generation:
+        return Plan(mem, [], 30.0)  # 11.
+    if mem.backoff_until is not None and obs.now < mem.backoff_until:
+        wait = (mem.backoff_until - obs.now).total_seconds()
+        return Plan(replace(mem, phase=Phase.BACKOFF), [], max(0.5, wait))  # 12.
+    reason = "Launch" if mem.epoch is None else "Relaunch"
+    return _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
+
+
+def _stuck(pod: DriverPod, now: datetime) -> bool:
+    if pod.deleting_since is None:
+        return False
+    return now - pod.deleting_since > timedelta(seconds=pod.grace_seconds) + STUCK_TERMINATING_GRACE
+
+
+def _count_restart(spec: PipelineSpec, mem: Memory, now: datetime) -> int:
+    window = timedelta(seconds=spec.restart_policy.window_seconds)
+    if mem.last_failure is not None and now - mem.last_failure > window:
+        return 1
+    return mem.restarts + 1
+
+
+def _after_exit(obs: Observation, spec: PipelineSpec, pod: DriverPod, rng: random.Random) -> Plan:
+    """The driver container has terminated (pod Succeeded or Failed)."""
+    mem = obs.memory
+    code = pod.exit_code
+    delete = Action(Kind.DELETE_POD, pod=pod.name, reason="Exited")
+    if code in (EXIT_CHECKPOINT_RESET, EXIT_SINK_CONTRACT):  # 8.
+        reason = "CheckpointReset" if code == EXIT_CHECKPOINT_RESET else "SinkContract"
+        message = (
+            f"driver {pod.name} exited {code} ({reason}): see its log; fix the cause and "
+            "change the spec (any edit) to retry"
+        )
+        return Plan(
+            replace(
+                mem,
+                phase=Phase.FAILED,
+                reason=reason,
+                message=message,
+                failed_generation=obs.generation,
+            ),
+            [delete, _event(reason, message, warning=True)],
+            30.0,
+        )
+    if code == EXIT_FENCED:  # 9.
+        plan_ = _relaunch(
+            obs,
+            mem,
+            "DriverFenced",
+            f"driver {pod.name} found itself fenced; relaunching above the fence",
+        )
+        return Plan(plan_.memory, [delete, *plan_.actions], plan_.requeue_seconds)
+    plan_ = _failure(
+        obs,
+        spec,
+        rng,
+        "DriverFailed",
+        f"driver {pod.name} exited with code {code} (pod {pod.phase})",
+    )
+    return Plan(plan_.memory, [delete, *plan_.actions], plan_.requeue_seconds)
+
+
+def _failure(
+    obs: Observation, spec: PipelineSpec, rng: random.Random, reason: str, message: str
+) -> Plan:
+    mem = obs.memory
+    restarts = _count_restart(spec, mem, obs.now)
+    if restarts > spec.restart_policy.max_restarts:
+        text = (
+            f"{message}; {restarts - 1} restarts within "
+            f"{spec.restart_policy.window_seconds}s exceed maxRestarts "
+            f"{spec.restart_policy.max_restarts}"
+        )
+        return Plan(
+            replace(
+                mem,
+                phase=Phase.FAILED,
+                restarts=restarts,
+                last_failure=obs.now,
+                reason="CrashLoop",
+                message=text,
+                failed_generation=obs.generation,
+            ),
+            [_event("CrashLoop", text, warning=True)],
+            30.0,
+        )
+    delay = backoff_seconds(spec, restarts, rng)
+    until = obs.now + timedelta(seconds=delay)
+    text = f"{message}; restart {restarts} in {delay:.0f}s"
+    return Plan(
+        replace(
+            mem,
+            phase=Phase.BACKOFF,
+            restarts=restarts,
+            last_failure=obs.now,
+            backoff_until=until,
+            reason=reason,
+            message=text,
+        ),
+        [_event(reason, text, warning=True)],
+        delay,
+    )

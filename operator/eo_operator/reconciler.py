@@ -1,0 +1,387 @@
+"""Observe -> plan -> act for one pipeline, with status recorded before acting.
+
+Observation turns the API objects into planner input; acting performs the planner's actions
+through ``kube`` and the protocol's recovery, in order: the epoch is reserved on the object
+(guarded by resourceVersion) before the fence is raised, and the fence is raised before any
+prepared transaction is resolved or any driver launched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from eo_jobs.spec import SpecError, parse_pipeline
+from eo_jobs.spec.models import Pipeline
+from eo_operator.kube import Conflict, Kube
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
+from eo_operator.planner import Action, DriverPod, Kind, Memory, Observation, Phase, Plan, plan
+from eo_operator.resources import (
+    LABEL_EPOCH,
+    LABEL_SPEC_HASH,
+    driver_pod,
+    driver_service,
+    spec_configmap,
+    spec_hash,
+)
+from eo_operator.sinks import Health, PipelineSinks, dsns_from_secrets
+from eo_operator.status import conditions, memory_from_status, status_from
+
+log = logging.getLogger("eo.operator")
+
+FAULT_ENV = "EO_OPERATOR_FAULT"
+"""Test hook: ``after-fence`` makes the operator SIGKILL itself between fence and launch."""
+
+
+@dataclass
+class Settings:
+    """Operator-wide settings (from the environment the chart sets)."""
+
+    job_image: str = field(default_factory=lambda: os.environ.get("EO_JOB_IMAGE", "eo-job:latest"))
+    driver_service_account: str | None = field(
+        default_factory=lambda: os.environ.get("EO_DRIVER_SERVICE_ACCOUNT") or None
+    )
+    health_interval: float = 10.0
+
+
+def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
+    """The pipeline, or the reason it is invalid (schema and operator-side checks)."""
+    try:
+        pipeline = parse_pipeline(
+            {k: obj[k] for k in ("apiVersion", "kind", "metadata", "spec") if k in obj}
+        )
+    except SpecError as exc:
+        return None, "; ".join(str(p) for p in exc.problems)
+    for i, sink in enumerate(pipeline.spec.sinks):
+        if sink.postgres.dsn.secret_key_ref is None:
+            return None, (
+                f"spec.sinks[{i}].postgres.dsn: on Kubernetes use secretKeyRef "
+                "{name, key}; env references only work for local runs"
+            )
+    return pipeline, None
+
+
+def observe_driver(pods: list[dict[str, Any]]) -> tuple[DriverPod | None, list[str]]:
+    """The newest-epoch driver pod, and the names of older ones (to delete)."""
+    parsed: list[DriverPod] = []
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        exit_code = None
+        for cs in status.get("containerStatuses") or []:
+            terminated = (cs.get("state") or {}).get("terminated")
+            if terminated is not None:
+                exit_code = terminated.get("exitCode")
+        deleting = meta.get("deletionTimestamp")
+        parsed.append(
+            DriverPod(
+                name=meta["name"],
+                epoch=int(meta.get("labels", {}).get(LABEL_EPOCH, "0")),
+                phase=status.get("phase") or "Pending",
+                spec_hash=meta.get("labels", {}).get(LABEL_SPEC_HASH, ""),
+                exit_code=exit_code,
+                deleting_since=_time(deleting) if deleting else None,
+                grace_seconds=int(meta.get("deletionGracePeriodSeconds") or 60),
+            )
+        )
+    if not parsed:
+        return None, []
+    parsed.sort(key=lambda p: p.epoch)
+    return parsed[-1], [p.name for p in parsed[:-1]]
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Reconciler:
+    """Reconciles one pipeline at a time; holds per-pipeline health bookkeeping."""
+
+    def __init__(self, kube: Kube, metrics: PipelineMetrics, settings: Settings) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.settings = settings
+        self._health_at: dict[tuple[str, str], float] = {}
+        self._seen_until: dict[tuple[str, str], datetime] = {}
+        self._counters: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def reconcile(self, namespace: str, name: str) -> float:
+        """One pass; returns seconds until the next one."""
+        obj = self.kube.get_pipeline(namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return 5.0
+        pipeline, error = parse(obj)
+        pods = self.kube.driver_pods(namespace, name)
+        driver, stale = observe_driver(pods)
+        for pod_name in stale:
+            self.kube.delete_pod(namespace, pod_name)
+        annotations = obj["metadata"].get("annotations") or {}
+        raw_epoch = annotations.get("eo.dev/epoch", "")
+        observation = Observation(
+            now=datetime.now(UTC),
+            generation=int(obj["metadata"].get("generation", 1)),
+            spec=pipeline.spec if pipeline else None,
+            spec_error=error,
+            spec_hash=spec_hash(pipeline) if pipeline else "",
+            annotation_epoch=int(raw_epoch) if raw_epoch.isdigit() else None,
+            memory=memory_from_status(obj.get("status") or {}),
+            driver=driver,
+        )
+        result = plan(observation)
+        status = status_from(result.memory, observation, obj.get("status") or {})
+        self.kube.patch_status(namespace, name, status)
+        if pipeline is not None:
+            obj = self._act(obj, pipeline, result, observation)
+            self._health(obj, pipeline, result.memory, driver)
+        else:
+            for action in result.actions:
+                self._simple(obj, action)
+        return result.requeue_seconds
+
+    def _simple(self, obj: dict[str, Any], action: Action) -> None:
+        namespace = obj["metadata"]["namespace"]
+        if action.kind is Kind.EVENT:
+            self.kube.event(obj, action.reason, action.message, action.warning)
+        elif action.kind is Kind.DELETE_POD and action.pod:
+            self.kube.delete_pod(namespace, action.pod)
+        elif action.kind is Kind.FORCE_DELETE_POD and action.pod:
+            self.kube.delete_pod(namespace, action.pod, grace_seconds=0)
+
+    def _act(
+        self, obj: dict[str, Any], pipeline: Pipeline, result: Plan, obs: Observation
+    ) -> dict[str, Any]:
+        for action in result.actions:
+            if action.kind is Kind.RECOVER:
+                assert action.epoch is not None
+                obj = self._recover(obj, pipeline, action.epoch, obs)
+            elif action.kind is Kind.LAUNCH:
+                assert action.epoch is not None
+                self._launch(obj, pipeline, action.epoch)
+            else:
+                self._simple(obj, action)
+        return obj
+
+    def _recover(
+        self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, obs: Observation
+    ) -> dict[str, Any]:
+        namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
+        if (obs.annotation_epoch or 0) < epoch:
+            try:
+                obj = self.kube.reserve_epoch(obj, epoch)
+            except Conflict:
+                raise RetrySoon(
+                    f"{namespace}/{name} changed while reserving epoch {epoch}"
+                ) from None
+        started = time.monotonic()
+        sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline))
+        try:
+            fence = sinks.bound.control
+            fence.ensure_schema()
+            fence.raise_fence(sinks.bound.pipeline, epoch)
+            if os.environ.get(FAULT_ENV) == "after-fence":
+                os.kill(os.getpid(), signal.SIGKILL)
+            report = sinks.recover(epoch)
+        finally:
+            sinks.close()
+        seconds = time.monotonic() - started
+        self.metrics.record_recovery(namespace, name, seconds)
+        self.metrics.record_resolution(
+            namespace, name, committed=len(report.committed), rolled_back=len(report.rolled_back)
+        )
+        message = (
+            f"fenced to epoch {epoch} (was {report.fence_from}); in-doubt transactions: "
+            f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
+            f"{report.left} left"
+        )
+        self.kube.event(obj, "Recovered", message)
+        log.info("%s/%s: %s", namespace, name, message)
+        return obj
+
+    def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> None:
+        namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
+        image = pipeline.spec.driver.image or self.settings.job_image
+        account = pipeline.spec.driver.service_account or self.settings.driver_service_account
+        self.kube.apply(spec_configmap(pipeline, obj))
+        self.kube.apply(driver_service(pipeline, obj))
+        pod = driver_pod(pipeline, obj, epoch, image, account)
+        self.kube.apply(pod)
+        self.kube.patch_status(
+            namespace,
+            name,
+            {
+                "epoch": epoch,
+                "driverPod": pod["metadata"]["name"],
+                "lastLaunchTime": datetime.now(UTC).isoformat(),
+            },
+        )
+        self.kube.event(obj, "Launched", f"driver {pod['metadata']['name']} with epoch {epoch}")
+
+    def _health(
+        self, obj: dict[str, Any], pipeline: Pipeline, memory: Memory, driver: DriverPod | None
+    ) -> None:
+        """Every ``health_interval``: sweep, read the decision log, update status and metrics."""
+        key = (pipeline.metadata.namespace, pipeline.metadata.name)
+        if time.monotonic() - self._health_at.get(key, 0.0) < self.settings.health_interval:
+            return
+        self._health_at[key] = time.monotonic()
+        try:
+            dsns = dsns_from_secrets(self.kube, pipeline)
+            sinks = PipelineSinks(pipeline, dsns)
+        except Exception as exc:  # report, never crash the loop
+            self.kube.patch_status(
+                *key,
+                {
+                    "conditions": conditions(
+                        obj.get("status") or {},
+                        "SinkReachable",
+                        False,
+                        "SecretUnavailable",
+                        str(exc),
+                    )
+                },
+            )
+            return
+        try:
+            swept = sinks.sweep()
+            if swept.committed or swept.rolled_back:
+                self.metrics.record_resolution(
+                    *key, committed=len(swept.committed), rolled_back=len(swept.rolled_back)
+                )
+                self.kube.event(
+                    obj,
+                    "Swept",
+                    f"stale-epoch transactions: {len(swept.committed)} "
+                    f"committed, {len(swept.rolled_back)} rolled back",
+                )
+            health = sinks.health(self._seen_until.get(key))
+        except Exception as exc:
+            self.kube.patch_status(
+                *key,
+                {
+                    "conditions": conditions(
+                        obj.get("status") or {},
+                        "SinkReachable",
+                        False,
+                        "SinkUnreachable",
+                        str(exc).splitlines()[0] if str(exc) else repr(exc),
+                    )
+                },
+            )
+            return
+        finally:
+            sinks.close()
+        if health.last_commit_time is not None:
+            self._seen_until[key] = health.last_commit_time
+        self._publish(obj, pipeline, memory, driver, health)
+
+    def _publish(
+        self,
+        obj: dict[str, Any],
+        pipeline: Pipeline,
+        memory: Memory,
+        driver: DriverPod | None,
+        health: Health,
+    ) -> None:
+        key = (pipeline.metadata.namespace, pipeline.metadata.name)
+        spec = pipeline.spec
+        status: dict[str, Any] = {
+            "lastBatchId": health.last_batch_id,
+            "lastCommitTime": health.last_commit_time.isoformat()
+            if health.last_commit_time
+            else None,
+            "checkpointDurationSeconds": health.checkpoint_seconds,
+            "commitDurationSeconds": health.commit_seconds,
+            "failureRatePercent": None
+            if health.failure_rate is None
+            else round(health.failure_rate * 100, 2),
+            "inDoubtTransactions": health.in_doubt,
+            "oldestInDoubtSeconds": health.oldest_in_doubt_seconds,
+        }
+        current = obj.get("status") or {}
+        stalled = (
+            memory.phase is Phase.RUNNING
+            and health.last_commit_time is not None
+            and (datetime.now(UTC) - health.last_commit_time).total_seconds()
+            > max(2 * spec.checkpoint.trigger_interval_seconds, 300)
+        )
+        conds = conditions(current, "SinkReachable", True, "Connected", "sink databases answer")
+        conds = conditions(
+            {"conditions": conds},
+            "Stalled",
+            stalled,
+            "NoRecentCommit" if stalled else "Committing",
+            "no batch decided recently" if stalled else "batches are being decided",
+        )
+        status["conditions"] = conds
+        self.kube.patch_status(*key, status)
+        totals = self._counters.get(key, (0, 0))
+        batches = max(totals[0], health.decided)
+        failures = max(totals[1], health.failed)
+        self._counters[key] = (batches, failures)
+        self.metrics.observe_health(
+            *key,
+            PipelineHealth(
+                guarantee=str(spec.guarantee),
+                epoch=memory.epoch or 0,
+                phase=memory.phase.value,
+                driver_up=driver is not None and driver.phase == "Running",
+                restarts=memory.restarts,
+                batches=batches,
+                failures=failures,
+                failure_rate=health.failure_rate or 0.0,
+                trigger_interval_seconds=float(spec.checkpoint.trigger_interval_seconds),
+                last_batch_id=health.last_batch_id,
+                last_commit_time=health.last_commit_time.timestamp()
+                if health.last_commit_time
+                else None,
+                checkpoint_durations=tuple(health.new_checkpoint_seconds),
+                commit_durations=tuple(health.new_commit_seconds),
+                max_checkpoint_duration_seconds=float(spec.alerts.max_checkpoint_duration_seconds),
+                max_failure_rate_ratio=spec.alerts.max_failure_rate_percent / 100.0,
+                in_doubt=health.in_doubt,
+                in_doubt_oldest_age_seconds=health.oldest_in_doubt_seconds or 0.0,
+                sinks={
+                    name: SinkHealth(prepared=p, max_prepared=m)
+                    for name, (p, m) in health.prepared_by_sink.items()
+                },
+            ),
+        )
+
+    def finalize(self, namespace: str, name: str) -> str:
+        """Deletion: stop the driver, then fence and resolve everything. Returns a summary."""
+        obj = self.kube.get_pipeline(namespace, name)
+        if obj is None:
+            return "already gone"
+        pipeline, _ = parse(obj)
+        pods = self.kube.driver_pods(namespace, name)
+        for pod in pods:
+            self.kube.delete_pod(namespace, pod["metadata"]["name"])
+        deadline = time.monotonic() + 90
+        while self.kube.driver_pods(namespace, name) and time.monotonic() < deadline:
+            time.sleep(1)
+        for pod in self.kube.driver_pods(namespace, name):
+            self.kube.delete_pod(namespace, pod["metadata"]["name"], grace_seconds=0)
+        self.metrics.forget(namespace, name)
+        if pipeline is None:
+            return "invalid spec: nothing to resolve"
+        memory = memory_from_status(obj.get("status") or {})
+        annotations = obj["metadata"].get("annotations") or {}
+        raw = annotations.get("eo.dev/epoch", "0")
+        epoch = max(int(raw) if raw.isdigit() else 0, memory.epoch or 0) + 1
+        sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline))
+        try:
+            report = sinks.recover(epoch)
+        finally:
+            sinks.close()
+        return (
+            f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
+            f"{len(report.rolled_back)} rolled back, {report.left} left"
+        )
+
+
+class RetrySoon(Exception):  # noqa: N818
+    """Something changed under us; reconcile again shortly."""

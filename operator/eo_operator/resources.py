@@ -1,0 +1,223 @@
+"""Manifests of what a pipeline owns: the spec ConfigMap, the headless Service, the driver Pod.
+
+Pure functions of the pipeline object and an epoch. Pod names carry the epoch
+(``<pipeline>-driver-e<epoch>``), so creating a driver is idempotent and a pod is tied to the
+one epoch it was launched with; its labels carry the epoch and a hash of the spec, which is how
+the planner notices both zombies and spec changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import yaml
+
+from eo_jobs.sinks.postgres.credentials import env_var_for
+from eo_jobs.spec.models import API_VERSION, KIND, Pipeline
+
+LABEL_PIPELINE = "eo.dev/pipeline"
+LABEL_EPOCH = "eo.dev/epoch"
+LABEL_SPEC_HASH = "eo.dev/spec-hash"
+COMPONENT = "app.kubernetes.io/component"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+SPEC_KEY = "pipeline.yaml"
+JOB_UID = 10001
+MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}
+
+
+def spec_hash(pipeline: Pipeline) -> str:
+    """Hash of the spec fields that need a driver restart (``suspend`` does not)."""
+    data = pipeline.spec.model_dump(mode="json", by_alias=True, exclude={"suspend"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _dns(name: str, suffix: str) -> str:
+    base = re.sub(r"[^a-z0-9-]", "-", name.lower())[: 63 - len(suffix)].strip("-")
+    return f"{base}{suffix}"
+
+
+def driver_name(pipeline: Pipeline, epoch: int) -> str:
+    """Pod name of the driver of ``epoch``."""
+    return _dns(pipeline.metadata.name, f"-driver-e{epoch}")
+
+
+def configmap_name(pipeline: Pipeline) -> str:
+    """Name of the ConfigMap holding the pipeline spec for drivers."""
+    return _dns(pipeline.metadata.name, "-spec")
+
+
+def service_name(pipeline: Pipeline) -> str:
+    """Headless Service of the driver (executors reach the driver through it)."""
+    return _dns(pipeline.metadata.name, "-driver")
+
+
+def owner_reference(obj: dict[str, Any]) -> dict[str, Any]:
+    """Owner reference to the pipeline object, so garbage collection follows deletion."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": obj["metadata"]["name"],
+        "uid": obj["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _labels(pipeline: Pipeline) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "eo",
+        MANAGED_BY: "eo",
+        LABEL_PIPELINE: pipeline.metadata.name,
+    }
+
+
+def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``)."""
+    document = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": pipeline.metadata.name, "namespace": pipeline.metadata.namespace},
+        "spec": pipeline.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": configmap_name(pipeline),
+            "namespace": pipeline.metadata.namespace,
+            "labels": _labels(pipeline),
+            "ownerReferences": [owner_reference(obj)],
+        },
+        "data": {SPEC_KEY: yaml.safe_dump(document, sort_keys=False)},
+    }
+
+
+def driver_service(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
+    """Headless Service for the driver's RPC, block manager and metrics ports."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service_name(pipeline),
+            "namespace": pipeline.metadata.namespace,
+            "labels": _labels(pipeline),
+            "ownerReferences": [owner_reference(obj)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {LABEL_PIPELINE: pipeline.metadata.name, COMPONENT: "driver"},
+            "ports": [
+                {"name": "driver", "port": 7078},
+                {"name": "blockmanager", "port": 7079},
+                {"name": "metrics", "port": pipeline.spec.driver.metrics_port},
+            ],
+        },
+    }
+
+
+def k8s_memory(spark_memory: str, overhead: float = 1.4) -> str:
+    """Spark memory (``1g``) as a container limit with room for Python and off-heap."""
+    unit = spark_memory[-1].lower()
+    number = int(spark_memory[:-1]) if unit in MEMORY_UNITS else int(spark_memory)
+    mib = {"k": number / 1024, "m": number, "g": number * 1024, "t": number * 1024 * 1024}.get(
+        unit, number / (1024 * 1024)
+    )
+    return f"{int(mib * overhead) + 256}Mi"
+
+
+def driver_pod(
+    pipeline: Pipeline, obj: dict[str, Any], epoch: int, image: str, service_account: str | None
+) -> dict[str, Any]:
+    """The driver Pod of ``epoch``: non-root, read-only root filesystem, secrets by reference."""
+    spec = pipeline.spec
+    env: list[dict[str, Any]] = [
+        {
+            "name": "EO_PIPELINE_SPEC",
+            "valueFrom": {"configMapKeyRef": {"name": configmap_name(pipeline), "key": SPEC_KEY}},
+        },
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "EO_JOB_IMAGE", "value": image},
+        {
+            "name": "EO_DRIVER_HOST",
+            "value": f"{service_name(pipeline)}.{pipeline.metadata.namespace}.svc",
+        },
+        {"name": "HOME", "value": "/tmp"},  # noqa: S108 (an emptyDir of the pod)
+    ]
+    for sink in spec.sinks:
+        ref = sink.postgres.dsn.secret_key_ref
+        if ref is not None:
+            env.append(
+                {
+                    "name": env_var_for(sink.name),
+                    "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+                }
+            )
+    mounts = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 (emptyDir)
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if spec.driver.volume_claim:
+        mounts.append({"name": "data", "mountPath": spec.driver.volume_mount_path})
+        volumes.append(
+            {"name": "data", "persistentVolumeClaim": {"claimName": spec.driver.volume_claim}}
+        )
+    labels = {
+        **_labels(pipeline),
+        COMPONENT: "driver",
+        LABEL_EPOCH: str(epoch),
+        LABEL_SPEC_HASH: spec_hash(pipeline),
+    }
+    memory = k8s_memory(spec.driver.memory)
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": driver_name(pipeline, epoch),
+            "namespace": pipeline.metadata.namespace,
+            "labels": labels,
+            "ownerReferences": [owner_reference(obj)],
+            "annotations": {"eo.dev/epoch": str(epoch)},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 60,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": JOB_UID,
+                "runAsGroup": JOB_UID,
+                "fsGroup": JOB_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "driver",
+                    "image": image,
+                    "command": ["eo"],
+                    "args": ["run", "--epoch", str(epoch)],
+                    "env": env,
+                    "ports": [
+                        {"name": "metrics", "containerPort": spec.driver.metrics_port},
+                        {"name": "driver", "containerPort": 7078},
+                        {"name": "blockmanager", "containerPort": 7079},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": str(spec.driver.cores), "memory": memory},
+                        "limits": {"memory": memory},
+                    },
+                    "securityContext": {
+                        "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": volumes,
+        },
+    }
+    if service_account:
+        pod["spec"]["serviceAccountName"] = service_account
+    return pod

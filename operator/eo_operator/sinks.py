@@ -1,0 +1,101 @@
+"""The operator's view of a pipeline's sinks: credentials, recovery, sweep and health.
+
+DSNs come from the Secrets the spec names (the operator never stores them). Recovery and the
+sweep are the protocol's own functions, so the operator, ``eo recover`` and a driver at
+startup resolve prepared transactions with exactly the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from eo_jobs.protocol.gid import pipeline_prefix
+from eo_jobs.protocol.recovery import RecoveryReport, Resolution, distinct, recover, sweep
+from eo_jobs.sinks.postgres.binding import Bound, bind
+from eo_jobs.spec.models import Pipeline
+from eo_operator.kube import Kube
+
+FAILURE_WINDOW_SECONDS = 900.0
+
+
+@dataclass(frozen=True)
+class Health:
+    """Checkpoint health read from the decision log and pg_prepared_xacts."""
+
+    last_batch_id: int | None
+    last_commit_time: datetime | None
+    checkpoint_seconds: float | None
+    commit_seconds: float | None
+    new_checkpoint_seconds: list[float]
+    new_commit_seconds: list[float]
+    decided: int
+    failed: int
+    failure_rate: float | None
+    in_doubt: int
+    oldest_in_doubt_seconds: float | None
+    prepared_by_sink: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def dsns_from_secrets(kube: Kube, pipeline: Pipeline) -> dict[str, str]:
+    """Every sink's DSN, read from its Secret."""
+    out: dict[str, str] = {}
+    for sink in pipeline.spec.sinks:
+        ref = sink.postgres.dsn.secret_key_ref
+        if ref is None:
+            raise KeyError(f"sink {sink.name}: dsn must be a secretKeyRef on Kubernetes")
+        out[sink.name] = kube.secret_value(pipeline.metadata.namespace, ref.name, ref.key)
+    return out
+
+
+class PipelineSinks:
+    """Protocol endpoints of one pipeline, bound to its databases."""
+
+    def __init__(self, pipeline: Pipeline, dsns: dict[str, str]) -> None:
+        self.pipeline = pipeline
+        self.bound: Bound = bind(pipeline, dsns)
+
+    def close(self) -> None:
+        """Close every connection."""
+        self.bound.close()
+
+    def recover(self, epoch: int) -> RecoveryReport:
+        """Fence to ``epoch`` and resolve everything below it."""
+        return recover(self.bound.control, self.bound.stores.values(), self.bound.pipeline, epoch)
+
+    def sweep(self) -> Resolution:
+        """Resolve prepared transactions below the fence (zombies' late prepares)."""
+        return sweep(self.bound.control, self.bound.stores.values(), self.bound.pipeline)
+
+    def health(self, seen_until: datetime | None) -> Health:
+        """Health figures; durations of batches decided after ``seen_until`` for histograms."""
+        control = self.bound.control
+        recent = control.recent_decisions(self.bound.pipeline, limit=100)
+        done = [d for d in recent if d.committed_at is not None]
+        fresh = [d for d in done if seen_until is None or d.decided_at > seen_until]
+        decided, failed = control.attempts_since(self.bound.pipeline, FAILURE_WINDOW_SECONDS)
+        now = datetime.now(UTC)
+        prefix = pipeline_prefix(self.bound.pipeline)
+        ages: list[float] = []
+        for store in distinct(self.bound.stores.values()):
+            ages.extend((now - x.prepared_at).total_seconds() for x in store.in_doubt(prefix))
+        last = recent[0] if recent else None
+        last_done = done[0] if done else None
+        return Health(
+            last_batch_id=last.batch_id if last else None,
+            last_commit_time=last.decided_at if last else None,
+            checkpoint_seconds=last_done.checkpoint_seconds if last_done else None,
+            commit_seconds=(last_done.commit_ms or 0.0) / 1000.0 if last_done else None,
+            new_checkpoint_seconds=[
+                d.checkpoint_seconds for d in fresh if d.checkpoint_seconds is not None
+            ],
+            new_commit_seconds=[(d.commit_ms or 0.0) / 1000.0 for d in fresh],
+            decided=decided,
+            failed=failed,
+            failure_rate=failed / (decided + failed) if decided + failed else None,
+            in_doubt=len(ages),
+            oldest_in_doubt_seconds=max(ages) if ages else None,
+            prepared_by_sink={
+                name: store.server_limits() for name, store in self.bound.stores.items()
+            },
+        )

@@ -1,0 +1,124 @@
+"""Status <-> planner memory, and Kubernetes-style conditions.
+
+Status is a faithful record: the planner's bookkeeping (restarts, backoff, failures) lives in
+it, so an operator restart resumes exactly where the previous one stopped, and users see in
+``kubectl get eop`` / ``describe`` what the operator knows.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from eo_operator.planner import Memory, Observation, Phase
+
+
+def _time(value: Any) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).isoformat() if value else None
+
+
+def memory_from_status(status: dict[str, Any]) -> Memory:
+    """Planner memory from the object's status."""
+    try:
+        phase = Phase(status.get("phase") or "Pending")
+    except ValueError:
+        phase = Phase.PENDING
+    return Memory(
+        phase=phase,
+        epoch=status.get("epoch"),
+        restarts=int(status.get("restarts") or 0),
+        last_failure=_time(status.get("lastFailureTime")),
+        backoff_until=_time(status.get("backoffUntil")),
+        last_launch=_time(status.get("lastLaunchTime")),
+        failed_generation=status.get("failedGeneration"),
+        reason=status.get("reason") or "",
+        message=status.get("message") or "",
+    )
+
+
+def conditions(
+    status: dict[str, Any], kind: str, ok: bool, reason: str, message: str
+) -> list[dict[str, Any]]:
+    """Status conditions with ``kind`` set; lastTransitionTime moves only on a change."""
+    value = "True" if ok else "False"
+    out: list[dict[str, Any]] = []
+    found = False
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == kind:
+            found = True
+            changed = cond.get("status") != value
+            out.append(
+                {
+                    "type": kind,
+                    "status": value,
+                    "reason": reason,
+                    "message": message[:1000],
+                    "lastTransitionTime": _iso(datetime.now(UTC))
+                    if changed
+                    else cond.get("lastTransitionTime"),
+                }
+            )
+        else:
+            out.append(cond)
+    if not found:
+        out.append(
+            {
+                "type": kind,
+                "status": value,
+                "reason": reason,
+                "message": message[:1000],
+                "lastTransitionTime": _iso(datetime.now(UTC)),
+            }
+        )
+    return out
+
+
+def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> dict[str, Any]:
+    """The status patch recorded before acting on a plan."""
+    status: dict[str, Any] = {
+        "phase": memory.phase.value,
+        "restarts": memory.restarts,
+        "lastFailureTime": _iso(memory.last_failure),
+        "backoffUntil": _iso(memory.backoff_until),
+        "failedGeneration": memory.failed_generation,
+        "reason": memory.reason or None,
+        "message": memory.message or None,
+        "observedGeneration": obs.generation,
+    }
+    if obs.spec is not None:
+        status["guarantee"] = str(obs.spec.guarantee)
+    if obs.driver is not None and obs.driver.phase in ("Pending", "Running"):
+        status["epoch"] = obs.driver.epoch
+        status["driverPod"] = obs.driver.name
+    conds = {"conditions": current.get("conditions") or []}
+    conds["conditions"] = conditions(
+        conds,
+        "SpecValid",
+        obs.spec is not None,
+        "Valid" if obs.spec is not None else "InvalidSpec",
+        "spec accepted" if obs.spec is not None else obs.spec_error or "invalid",
+    )
+    ready = memory.phase is Phase.RUNNING
+    conds["conditions"] = conditions(
+        conds, "Ready", ready, memory.phase.value, memory.message or memory.phase.value
+    )
+    progressing = memory.phase in (Phase.STARTING, Phase.RUNNING, Phase.RECOVERING)
+    conds["conditions"] = conditions(
+        conds,
+        "Progressing",
+        progressing,
+        memory.reason or memory.phase.value,
+        memory.message or memory.phase.value,
+    )
+    if memory.reason == "SinkContract":
+        conds["conditions"] = conditions(
+            conds, "SinkContract", False, "SinkContract", memory.message
+        )
+    status["conditions"] = conds["conditions"]
+    return status
