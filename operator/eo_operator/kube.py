@@ -21,6 +21,10 @@ from eo_jobs.spec.models import EPOCH_ANNOTATION, GROUP, PLURAL, VERSION
 from eo_operator.resources import LABEL_PIPELINE
 
 
+MERGE_PATCH = "application/merge-patch+json"
+"""JSON merge patch: custom resources do not support strategic merge."""
+
+
 class Conflict(Exception):  # noqa: N818 (a signal, not an error)
     """The object changed since it was read (HTTP 409 on a guarded write)."""
 
@@ -62,7 +66,13 @@ class Kube:
             return cast(
                 dict[str, Any],
                 self.custom.patch_namespaced_custom_object(
-                    GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], body
+                    GROUP,
+                    VERSION,
+                    meta["namespace"],
+                    PLURAL,
+                    meta["name"],
+                    body,
+                    _content_type=MERGE_PATCH,
                 ),
             )
         except ApiException as exc:
@@ -74,7 +84,13 @@ class Kube:
         """Merge-patch the status subresource."""
         try:
             self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, {"status": status}
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"status": status},
+                _content_type=MERGE_PATCH,
             )
         except ApiException as exc:
             if exc.status != 404:
@@ -105,7 +121,9 @@ class Kube:
             if exc.status != 409:
                 raise
             if kind == "ConfigMap":
-                self.core.patch_namespaced_config_map(name, namespace, {"data": manifest["data"]})
+                self.core.patch_namespaced_config_map(
+                    name, namespace, {"data": manifest["data"]}, _content_type=MERGE_PATCH
+                )
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod (graceful by default; 0 = force). Missing is fine."""

@@ -41,6 +41,10 @@ def operator_cli(args: argparse.Namespace) -> int:
     registry = kopf.OperatorRegistry()
     register(registry, Reconciler(Kube(), metrics, Settings()))
 
+    # A private registry does not get kopf's default login handlers: use the client's config
+    # (in-cluster ServiceAccount, or the kubeconfig), as the rest of the operator does.
+    kopf.on.login(registry=registry)(kopf.login_via_client)
+
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: object) -> None:
         settings.posting.level = logging.WARNING

@@ -1,0 +1,76 @@
+"""Starting a pod's first container as a local process, and what is kept about it.
+
+Images are not run: ``PATH`` starts with this venv's bin folder, so ``eo``, ``python`` and
+every other console script resolve to this checkout's installation whatever the image says.
+The process inherits only a few host variables (``INHERITED_ENV``) besides the pod's own
+env, runs in a per-pod working folder, and writes stdout and stderr to one log file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from kubernetes.client import CoreV1Api, V1Pod
+
+from tests.cluster.podenv import command_line, container_env
+from tests.cluster.podspec import UnsupportedPodError, check_supported
+from tests.cluster.processes import spawn
+
+INHERITED_ENV = ("HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "EO_CACHE")
+
+
+@dataclass
+class PodProcess:
+    """One pod's process and what the API was last told about it."""
+
+    uid: str
+    namespace: str
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started: datetime
+    reported: str = ""
+    term_deadline: float | None = None
+    finished: datetime | None = None
+
+
+def base_env(pod_name: str, extra: dict[str, str]) -> dict[str, str]:
+    """The host part of a pod's environment: venv-first PATH, HOSTNAME, ``INHERITED_ENV``."""
+    env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
+    venv_bin = Path(sys.prefix) / "bin"
+    env["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    env["HOSTNAME"] = pod_name
+    return env | extra
+
+
+def launch(pod: V1Pod, core: CoreV1Api, root: Path, extra_env: dict[str, str]) -> PodProcess:
+    """Start ``pod``'s process under ``root``.
+
+    Raises ``UnsupportedPodError`` (the pod fails) or ``EnvNotReadyError`` (the pod waits).
+    """
+    meta, spec = pod.metadata, pod.spec
+    assert meta is not None and spec is not None
+    assert meta.uid is not None and meta.name is not None and meta.namespace is not None
+    check_supported(pod)
+    container = spec.containers[0]
+    pod_env = container_env(pod, container, core)
+    env = base_env(meta.name, extra_env) | pod_env
+    argv = command_line(container, pod_env)
+    executable = shutil.which(argv[0], path=env.get("PATH", ""))
+    if executable is None:
+        message = f'exec: "{argv[0]}": executable file not found in $PATH'
+        raise UnsupportedPodError("StartError", message)
+    folder = root / f"{meta.namespace}_{meta.name}_{meta.uid}"
+    (folder / "work").mkdir(parents=True, exist_ok=True)
+    log_path = folder / "container.log"
+    with log_path.open("ab") as output:
+        process = spawn([executable, *argv[1:]], log=output, cwd=folder / "work", env=env)
+    return PodProcess(
+        meta.uid, meta.namespace, meta.name, process, log_path, started=datetime.now(UTC)
+    )

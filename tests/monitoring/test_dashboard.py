@@ -1,0 +1,167 @@
+"""The Grafana dashboard and alert provisioning only use metrics that exist, and hold together.
+
+A renamed metric would leave a panel silently empty; these checks catch it at test time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.monitoring.metric_names import defined_series_names, referenced_series_names
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "monitoring" / "grafana" / "eo-pipelines.json"
+ALERTING = ROOT / "monitoring" / "grafana" / "eo-alerting.yaml"
+RULES = ROOT / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
+
+GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
+VARIABLE_USE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+SELECTOR = re.compile(r"\b(eo_[a-z0-9_]+)(\{[^}]*\})?")
+HEADLINE_ALERTS = {"EoCheckpointDurationHigh", "EoFailureRateHigh"}
+
+
+def _dashboard() -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
+    return loaded
+
+
+def _panels() -> list[dict[str, Any]]:
+    return [panel for panel in _dashboard()["panels"] if panel["type"] != "row"]
+
+
+def _expressions() -> list[str]:
+    return [target["expr"] for panel in _panels() for target in panel["targets"]]
+
+
+def _variables() -> dict[str, dict[str, Any]]:
+    return {variable["name"]: variable for variable in _dashboard()["templating"]["list"]}
+
+
+def _used_variables(text: str) -> set[str]:
+    return {braced or plain for braced, plain in VARIABLE_USE.findall(text)}
+
+
+def test_the_dashboard_is_templated_on_datasource_namespace_and_pipeline() -> None:
+    variables = _variables()
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    for name in ("namespace", "pipeline"):
+        assert variables[name]["type"] == "query"
+        assert variables[name]["multi"] and variables[name]["includeAll"]
+        assert "eo_pipeline_info" in variables[name]["definition"]
+    assert _dashboard()["uid"] == "eo-pipelines"
+
+
+def test_every_panel_queries_the_selected_datasource() -> None:
+    for panel in _panels():
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        assert panel["targets"], f"panel {panel['title']!r} has no query"
+        for target in panel["targets"]:
+            assert target["datasource"]["uid"] == "${datasource}", panel["title"]
+
+
+def test_panels_reference_only_metrics_the_operator_or_driver_define() -> None:
+    defined = defined_series_names()
+    for panel in _panels():
+        for target in panel["targets"]:
+            unknown = referenced_series_names(target["expr"]) - defined
+            assert not unknown, f"panel {panel['title']!r} uses undefined {sorted(unknown)}"
+
+
+def test_every_per_pipeline_selector_follows_the_namespace_and_pipeline_variables() -> None:
+    for expression in _expressions():
+        for name, matchers in SELECTOR.findall(expression):
+            if name.startswith("eo_operator_"):
+                continue
+            assert 'namespace=~"$namespace"' in matchers, f"{name} in {expression}"
+            assert 'pipeline=~"$pipeline"' in matchers, f"{name} in {expression}"
+
+
+def test_every_variable_used_is_defined() -> None:
+    defined = set(_variables()) | GRAFANA_BUILTINS
+    used = _used_variables(DASHBOARD.read_text())
+    assert used - defined == set()
+
+
+def test_the_dashboard_shows_every_headline_signal() -> None:
+    expressions = "\n".join(_expressions())
+    required = [
+        r"rate\(eo_pipeline_batches_total",
+        r"histogram_quantile\(0\.5, [^\n]*eo_pipeline_checkpoint_duration_seconds_bucket",
+        r"histogram_quantile\(0\.95, [^\n]*eo_pipeline_checkpoint_duration_seconds_bucket",
+        r"histogram_quantile\(0\.95, [^\n]*eo_pipeline_commit_duration_seconds_bucket",
+        r"eo_pipeline_batch_failures_total",
+        r"eo_pipeline_seconds_since_last_commit",
+        r"eo_pipeline_in_doubt_transactions",
+        r"eo_pipeline_in_doubt_oldest_age_seconds",
+        r"eo_pipeline_epoch",
+        r"eo_pipeline_restarts_total",
+    ]
+    missing = [pattern for pattern in required if not re.search(pattern, expressions)]
+    assert not missing
+
+
+def test_panels_have_unique_ids_and_do_not_overlap_on_the_24_column_grid() -> None:
+    panels = _dashboard()["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] >= 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        area = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not area & cells, f"panel {panel['title']!r} overlaps another"
+        cells |= area
+
+
+def test_each_query_of_a_panel_has_its_own_ref_id() -> None:
+    for panel in _panels():
+        ref_ids = [target["refId"] for target in panel["targets"]]
+        assert len(ref_ids) == len(set(ref_ids)), panel["title"]
+
+
+def _grafana_rules() -> dict[str, dict[str, Any]]:
+    document = yaml.safe_load(ALERTING.read_text())
+    assert document["apiVersion"] == 1
+    return {rule["title"]: rule for group in document["groups"] for rule in group["rules"]}
+
+
+def _prometheus_rules() -> dict[str, dict[str, Any]]:
+    document = yaml.safe_load(RULES.read_text())
+    return {rule["alert"]: rule for group in document["groups"] for rule in group["rules"]}
+
+
+def test_grafana_alert_provisioning_holds_the_two_headline_alerts() -> None:
+    document = yaml.safe_load(ALERTING.read_text())
+    for group in document["groups"]:
+        assert {"orgId", "name", "folder", "interval", "rules"} <= set(group)
+    assert set(_grafana_rules()) == HEADLINE_ALERTS
+    assert len({rule["uid"] for rule in _grafana_rules().values()}) == len(HEADLINE_ALERTS)
+
+
+@pytest.mark.parametrize("title", sorted(HEADLINE_ALERTS))
+def test_a_grafana_alert_evaluates_the_prometheus_rule_of_the_same_name(title: str) -> None:
+    rule = _grafana_rules()[title]
+    prometheus = _prometheus_rules()[title]
+    queries = {query["refId"]: query for query in rule["data"]}
+    assert rule["condition"] in queries
+    condition = queries[rule["condition"]]
+    assert condition["datasourceUid"] == "__expr__"
+    assert condition["model"]["expression"] in queries
+    source = queries[condition["model"]["expression"]]
+    assert source["model"]["expr"] == prometheus["expr"]
+    assert rule["for"] == prometheus["for"]
+    assert rule["labels"] == prometheus["labels"]
+    assert rule["annotations"]["runbook_url"] == prometheus["annotations"]["runbook_url"]
+    assert "{{ $labels.namespace }}/{{ $labels.pipeline }}" in rule["annotations"]["description"]
+    assert referenced_series_names(source["model"]["expr"]) <= defined_series_names()

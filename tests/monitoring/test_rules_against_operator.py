@@ -1,0 +1,157 @@
+"""A real Prometheus scraping the operator's real endpoint raises exactly the expected alerts.
+
+The promtool tests feed hand-written series; this closes the gap between those series and what
+``PipelineMetrics`` actually exports (names, labels, units). Everything listens on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
+from tests.monitoring.prometheus_binaries import prometheus_binary
+
+RULES = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
+DEADLINE_SECONDS = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body: bytes = response.read()
+        return body
+
+
+@pytest.fixture
+def operator_endpoint() -> Iterator[int]:
+    """The operator's metrics for one broken and one healthy pipeline, served over HTTP."""
+    metrics = PipelineMetrics(CollectorRegistry())
+    now = time.time()
+    metrics.observe_health(
+        "shop",
+        "broken",
+        PipelineHealth(
+            guarantee="exactly-once",
+            epoch=4,
+            phase="Failed",
+            driver_up=False,
+            restarts=1,
+            batches=50,
+            failures=0,
+            failure_rate=0.0,
+            trigger_interval_seconds=10,
+            last_commit_time=now - 3600,
+            in_doubt=2,
+            in_doubt_oldest_age_seconds=900,
+            sinks={"warehouse": SinkHealth(prepared=95, max_prepared=100)},
+        ),
+    )
+    metrics.observe_health(
+        "shop",
+        "healthy",
+        PipelineHealth(
+            guarantee="exactly-once",
+            epoch=1,
+            phase="Running",
+            driver_up=True,
+            restarts=0,
+            batches=500,
+            failures=1,
+            failure_rate=0.002,
+            trigger_interval_seconds=10,
+            last_commit_time=now,
+            sinks={"warehouse": SinkHealth(prepared=95, max_prepared=1000)},
+        ),
+    )
+    server = metrics.serve(0, addr="127.0.0.1")
+    try:
+        yield server.server_port
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def prometheus(operator_endpoint: int, tmp_path: Path) -> Iterator[str]:
+    """Prometheus 3 with the shipped rules, scraping the operator every second."""
+    binary = prometheus_binary("prometheus")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(RULES)],
+                "scrape_configs": [
+                    {
+                        "job_name": "eo-operator",
+                        "static_configs": [{"targets": [f"127.0.0.1:{operator_endpoint}"]}],
+                    }
+                ],
+            }
+        )
+    )
+    address = f"127.0.0.1:{_free_port()}"
+    log = (tmp_path / "prometheus.log").open("w")
+    process = subprocess.Popen(
+        [
+            str(binary),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address={address}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield f"http://{address}"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def _active_alerts(base: str) -> set[tuple[str, str]]:
+    document = json.loads(_get(f"{base}/api/v1/alerts"))
+    return {
+        (alert["labels"]["alertname"], alert["labels"]["pipeline"])
+        for alert in document["data"]["alerts"]
+    }
+
+
+def test_the_operator_exposition_drives_the_alerts_of_a_broken_pipeline_only(
+    prometheus: str,
+) -> None:
+    expected = {
+        ("EoNoRecentCommit", "broken"),
+        ("EoInDoubtTransactionsStale", "broken"),
+        ("EoPreparedTransactionsNearLimit", "broken"),
+        ("EoPipelineFailed", "broken"),
+    }
+    active: set[tuple[str, str]] = set()
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            active = _active_alerts(prometheus)
+        except OSError:
+            active = set()
+        if active >= expected:
+            break
+        time.sleep(1)
+    # A few more evaluations, so an alert that should not fire has had its chance to.
+    time.sleep(3)
+    assert _active_alerts(prometheus) == expected

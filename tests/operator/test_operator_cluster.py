@@ -1,0 +1,183 @@
+"""The operator's lifecycle on a real control plane: launch, crash, zombie, restart, suspend,
+delete, invalid specs. Real kube-apiserver, real Spark drivers, real PostgreSQL."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eo_jobs.pgserver import PgServer
+from eo_jobs.protocol.errors import EXIT_FENCED
+from tests.cluster.plugin import KubeCluster
+from tests.operator.cluster_env import Operator, Scene, installed_operator, make_scene
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def operator(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Operator]:
+    with installed_operator(kube_cluster, tmp_path_factory.mktemp("operator")) as running:
+        yield running
+
+
+@pytest.fixture
+def scene(kube_cluster: KubeCluster, operator: Operator, kube_namespace: str, pg_server: PgServer,
+          tmp_path: Path) -> Scene:
+    dsn = pg_server.create_database(kube_namespace.replace("-", "_"))
+    return make_scene(kube_cluster, operator, kube_namespace, dsn, tmp_path)
+
+
+def _epoch(scene: Scene) -> int:
+    return int(scene.get()["metadata"]["annotations"]["eo.dev/epoch"])
+
+
+def test_an_applied_pipeline_launches_a_driver_and_commits_every_record(scene: Scene) -> None:
+    scene.add_files(4)
+    scene.apply()
+    scene.until("phase Running", lambda: scene.status().get("phase") == "Running")
+    scene.until("all records delivered", scene.all_delivered)
+    scene.until("status shows the last batch",
+                lambda: scene.status().get("lastBatchId") is not None)
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing, audit.prepared_left) == (0, 0, 0)
+    table = scene.cluster.kubectl("get", "eop", "-n", scene.namespace).stdout
+    for column in ("PHASE", "EPOCH", "LAST BATCH", "LAST COMMIT", "RESTARTS", "AGE"):
+        assert column in table
+    assert "Running" in table
+    assert "Recovered" in scene.events() and "Launched" in scene.events()
+    assert scene.status()["epoch"] == _epoch(scene) == 1
+
+
+def test_a_killed_driver_is_fenced_recovered_and_relaunched_with_a_higher_epoch(
+    scene: Scene,
+) -> None:
+    scene.add_files(3)
+    scene.apply()
+    driver = scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    scene.add_files(3)
+    scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
+    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
+                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    scene.add_files(2)
+    scene.until("all records delivered", scene.all_delivered)
+    time.sleep(3)
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing, audit.unexpected, audit.prepared_left) == (0,) * 4
+    status = scene.status()
+    assert status["restarts"] == 1 and status["epoch"] == 2
+    assert "DriverFailed" in scene.events()
+
+
+def test_a_zombie_on_a_lost_node_is_fenced_and_the_sink_stays_exact(scene: Scene) -> None:
+    scene.add_files(3)
+    scene.apply()
+    driver = scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    kubelet = scene.cluster.kubelet
+    kubelet.simulate_node_lost()
+    zombie = kubelet.detach(scene.namespace, driver["metadata"]["name"])
+    try:
+        scene.until("the operator fences the lost driver",
+                    lambda: _epoch(scene) >= 2 and "DriverLost" in scene.events())
+    finally:
+        kubelet.restore_node()
+    scene.add_files(4)
+    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
+                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    scene.until("all records delivered", scene.all_delivered)
+    code = None
+    try:
+        code = zombie.process.wait(180)
+    finally:
+        if code is None:
+            zombie.process.kill()
+    log = zombie.log_path.read_text(errors="replace")
+    assert code == EXIT_FENCED, log[-3000:]
+    assert "fenced" in log
+    time.sleep(3)
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing, audit.unexpected, audit.prepared_left) == (0,) * 4
+
+
+def test_an_operator_killed_between_fence_and_launch_completes_that_recovery_once(
+    scene: Scene,
+) -> None:
+    operator = scene.operator
+    scene.add_files(2)
+    scene.apply()
+    driver = scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    operator.stop()
+    try:
+        scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
+        operator.start(EO_OPERATOR_FAULT="after-fence")
+        assert operator.proc is not None
+        assert operator.proc.wait(240) == -signal.SIGKILL, operator.output()[-4000:]
+        assert _epoch(scene) == 2
+        assert scene.running_driver() is None
+    finally:
+        operator.start()
+    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
+                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    assert _epoch(scene) == 2
+    scene.add_files(2)
+    scene.until("all records delivered", scene.all_delivered)
+    time.sleep(3)
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing, audit.prepared_left) == (0, 0, 0)
+
+
+def test_suspend_stops_the_driver_and_resolves_then_resume_relaunches(scene: Scene) -> None:
+    scene.add_files(2)
+    scene.apply()
+    scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    scene.cluster.kubectl("patch", "eop", scene.name, "-n", scene.namespace, "--type=merge",
+                          "-p", '{"spec": {"suspend": true}}')
+    scene.until("Suspended", lambda: scene.status().get("phase") == "Suspended"
+                and not scene.pods())
+    assert scene.audit().prepared_left == 0
+    suspended_epoch = _epoch(scene)
+    scene.add_files(2)
+    scene.cluster.kubectl("patch", "eop", scene.name, "-n", scene.namespace, "--type=merge",
+                          "-p", '{"spec": {"suspend": false}}')
+    scene.until("running again", scene.running_driver)
+    scene.until("all records delivered", scene.all_delivered)
+    assert _epoch(scene) == suspended_epoch
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing) == (0, 0)
+
+
+def test_deleting_a_pipeline_stops_the_driver_and_leaves_nothing_prepared(scene: Scene) -> None:
+    scene.add_files(2)
+    scene.apply()
+    scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    scene.cluster.kubectl("delete", "eop", scene.name, "-n", scene.namespace, "--timeout=180s")
+    scene.until("driver pods gone", lambda: not scene.pods(), timeout=120)
+    assert scene.audit().prepared_left == 0
+    with psycopg.connect(scene.dsn) as conn:
+        fence = conn.execute("SELECT epoch FROM eo.fence").fetchone()
+    assert fence is not None and fence[0] >= 2
+
+
+def test_a_spec_the_operator_rejects_gets_a_condition_and_an_event(scene: Scene) -> None:
+    sinks = [{"name": "orders", "postgres": {"dsn": {"env": "ORDERS_DSN"},
+                                             "table": "public.orders"}}]
+    scene.apply(sinks=sinks)
+    scene.until("SpecValid False", lambda: any(
+        c["type"] == "SpecValid" and c["status"] == "False"
+        for c in scene.status().get("conditions", [])))
+    status = scene.status()
+    assert status["phase"] == "Failed"
+    message = next(c["message"] for c in status["conditions"] if c["type"] == "SpecValid")
+    assert "spec.sinks[0].postgres.dsn" in message and "secretKeyRef" in message
+    assert "InvalidSpec" in scene.events()
+    assert not scene.pods()
