@@ -20,7 +20,6 @@ from kubernetes.client.exceptions import ApiException
 from eo_jobs.spec.models import EPOCH_ANNOTATION, GROUP, PLURAL, VERSION
 from eo_operator.resources import LABEL_PIPELINE
 
-
 MERGE_PATCH = "application/merge-patch+json"
 """JSON merge patch: custom resources do not support strategic merge."""
 
@@ -80,10 +79,12 @@ class Kube:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
 
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Merge-patch the status subresource."""
+    def patch_status(
+        self, namespace: str, name: str, status: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Merge-patch the status subresource; returns the object (new resourceVersion)."""
         try:
-            self.custom.patch_namespaced_custom_object_status(
+            updated = self.custom.patch_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
                 namespace,
@@ -93,8 +94,10 @@ class Kube:
                 _content_type=MERGE_PATCH,
             )
         except ApiException as exc:
-            if exc.status != 404:
-                raise
+            if exc.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], updated)
 
     def driver_pods(self, namespace: str, pipeline: str) -> list[dict[str, Any]]:
         """Every driver pod of the pipeline (normally one)."""

@@ -152,7 +152,6 @@ def _relaunch(obs: Observation, memory: Memory, reason: str, message: str) -> Pl
     launched = replace(
         memory,
         phase=Phase.STARTING,
-        last_launch=obs.now,
         backoff_until=None,
         reason=reason,
         message=message,
@@ -203,7 +202,6 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
             phase=Phase.RECOVERING,
             restarts=restarts,
             last_failure=obs.now,
-            last_launch=obs.now,
             reason="DriverLost",
             message=f"driver {pod.name} is unreachable (pod phase {pod.phase}); "
             f"fenced it with epoch {epoch}",
@@ -310,7 +308,7 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
 
     # no driver pod
     pending = (obs.annotation_epoch or 0) > (mem.epoch or 0)
-    if mem.phase in (Phase.RUNNING, Phase.STARTING) and mem.epoch is not None and not pending:
+    if mem.phase is Phase.RUNNING and mem.epoch is not None and not pending:
         # 10. it vanished (deleted, evicted) while we expected it to run
         return _failure(obs, spec, rng, "DriverDeleted", f"driver of epoch {mem.epoch} disappeared")
     if mem.phase is Phase.FAILED and mem.failed_generation == obs.generation:

@@ -133,7 +133,9 @@ class Reconciler:
         )
         result = plan(observation)
         status = status_from(result.memory, observation, obj.get("status") or {})
-        self.kube.patch_status(namespace, name, status)
+        # Status first; the patch returns the object with its new resourceVersion, which the
+        # guarded epoch reservation needs.
+        obj = self.kube.patch_status(namespace, name, status) or obj
         if pipeline is not None:
             obj = self._act(obj, pipeline, result, observation)
             self._health(obj, pipeline, result.memory, driver)

@@ -52,15 +52,35 @@ class Operator:
         log = self.log_dir / f"operator-{len(self.logs)}.log"
         self.logs.append(log)
         environ = {k: v for k, v in os.environ.items() if not k.startswith("EO_")}
-        environ.update({"KUBECONFIG": str(self.kubeconfig), "EO_JOB_IMAGE": "eo-job:test",
-                        "EO_LOG_LEVEL": "INFO", **self.extra_env, **env})
+        environ.update(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "EO_JOB_IMAGE": "eo-job:test",
+                "EO_LOG_LEVEL": "INFO",
+                **self.extra_env,
+                **env,
+            }
+        )
         with log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "eo_jobs.cli", "operator", "--peering", RELEASE,
-                 "--metrics-port", str(self.metrics_port), "--liveness-port",
-                 str(free_port())],
-                stdout=out, stderr=subprocess.STDOUT, env=environ, cwd=REPO,
-                start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "eo_jobs.cli",
+                    "operator",
+                    "--peering",
+                    RELEASE,
+                    "--metrics-port",
+                    str(self.metrics_port),
+                    "--liveness-port",
+                    str(free_port()),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=environ,
+                cwd=REPO,
+                start_new_session=True,
+            )
 
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
         """Stop it and wait; returns its exit code."""
@@ -95,8 +115,7 @@ class Scene:
     def add_files(self, files: int, per_file: int = 40) -> None:
         """Drop more input (ids continue where the last batch of files stopped)."""
         start = 100_000 * (self.next_file + 1)
-        more = harness.write_files(self.work / "in", files=files, per_file=per_file,
-                                   start=start)
+        more = harness.write_files(self.work / "in", files=files, per_file=per_file, start=start)
         self.truth.valid.update(more.valid)
         self.truth.malformed += more.malformed
         self.next_file += 1
@@ -116,23 +135,26 @@ class Scene:
 
     def pods(self) -> list[dict[str, Any]]:
         """Driver pods of the pipeline."""
-        out = self.cluster.kubectl("get", "pods", "-n", self.namespace, "-l",
-                                   f"eo.dev/pipeline={self.name}", "-o", "json")
+        out = self.cluster.kubectl(
+            "get", "pods", "-n", self.namespace, "-l", f"eo.dev/pipeline={self.name}", "-o", "json"
+        )
         return list(json.loads(out.stdout)["items"])
 
     def running_driver(self) -> dict[str, Any] | None:
         """The driver pod in phase Running, if any."""
         for pod in self.pods():
-            if (pod.get("status") or {}).get("phase") == "Running" and \
-                    not pod["metadata"].get("deletionTimestamp"):
+            if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
+                "deletionTimestamp"
+            ):
                 return pod
         return None
 
     def events(self) -> str:
         """Reasons and messages of the pipeline's events."""
         out = self.cluster.kubectl("get", "events", "-n", self.namespace, "-o", "json")
-        return "\n".join(f"{e.get('reason')}: {e.get('message')}"
-                         for e in json.loads(out.stdout)["items"])
+        return "\n".join(
+            f"{e.get('reason')}: {e.get('message')}" for e in json.loads(out.stdout)["items"]
+        )
 
     def until(self, what: str, check: Callable[[], Any], timeout: float = 240) -> Any:
         """Poll ``check`` until it is truthy; fail with the operator log and status."""
@@ -146,7 +168,8 @@ class Scene:
                 raise AssertionError(
                     f"timed out waiting for {what}\nstatus: {self.status()}\n"
                     f"events:\n{self.events()}\noperator log (tail):\n"
-                    f"{self.operator.output()[-6000:]}\ndriver logs:\n{self.driver_logs()}")
+                    f"{self.operator.output()[-6000:]}\ndriver logs:\n{self.driver_logs()}"
+                )
             time.sleep(1)
 
     def driver_logs(self) -> str:
@@ -155,8 +178,9 @@ class Scene:
         for pod in self.pods():
             with contextlib.suppress(KeyError):
                 name = pod["metadata"]["name"]
-                parts.append(f"--- {name}\n" + self.cluster.kubelet.logs(
-                    self.namespace, name)[-3000:])
+                parts.append(
+                    f"--- {name}\n" + self.cluster.kubelet.logs(self.namespace, name)[-3000:]
+                )
         return "\n".join(parts)
 
     def rows(self) -> int:
@@ -171,10 +195,17 @@ class Scene:
         with psycopg.connect(self.dsn) as conn:
             left = conn.execute(
                 "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
-                (pipeline_prefix(f"{self.namespace}/{self.name}"),)).fetchone()
-        return harness.Audit(result.rows, result.duplicates, result.missing, result.unexpected,
-                             result.wrong_amounts, result.dead_letters,
-                             int(left[0]) if left else -1)
+                (pipeline_prefix(f"{self.namespace}/{self.name}"),),
+            ).fetchone()
+        return harness.Audit(
+            result.rows,
+            result.duplicates,
+            result.missing,
+            result.unexpected,
+            result.wrong_amounts,
+            result.dead_letters,
+            int(left[0]) if left else -1,
+        )
 
     def all_delivered(self) -> bool:
         """Every valid record is in the sink (used to wait for the end of the input)."""
@@ -184,19 +215,35 @@ class Scene:
 def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
     """The pipeline manifest for a scene."""
     spec: dict[str, Any] = {
-        "source": {"files": {"path": str(scene.work / "in"), "format": "json",
-                             "schema": "order_id BIGINT, merchant STRING, amount_cents BIGINT",
-                             "maxFilesPerTrigger": 2}},
-        "sinks": [{"name": "orders", "postgres": {
-            "dsn": {"secretKeyRef": {"name": "orders-db", "key": "dsn"}},
-            "table": "public.orders", "writerPartitions": 2}}],
+        "source": {
+            "files": {
+                "path": str(scene.work / "in"),
+                "format": "json",
+                "schema": "order_id BIGINT, merchant STRING, amount_cents BIGINT",
+                "maxFilesPerTrigger": 2,
+            }
+        },
+        "sinks": [
+            {
+                "name": "orders",
+                "postgres": {
+                    "dsn": {"secretKeyRef": {"name": "orders-db", "key": "dsn"}},
+                    "table": "public.orders",
+                    "writerPartitions": 2,
+                },
+            }
+        ],
         "checkpoint": {"location": str(scene.work / "checkpoint"), "triggerIntervalSeconds": 1},
         "driver": {"cores": 1, "memory": "768m"},
         "restartPolicy": {"maxRestarts": 5, "backoffSeconds": 1, "maxBackoffSeconds": 5},
     }
     spec.update(overrides)
-    doc = {"apiVersion": "eo.dev/v1alpha1", "kind": "ExactlyOncePipeline",
-           "metadata": {"name": scene.name, "namespace": scene.namespace}, "spec": spec}
+    doc = {
+        "apiVersion": "eo.dev/v1alpha1",
+        "kind": "ExactlyOncePipeline",
+        "metadata": {"name": scene.name, "namespace": scene.namespace},
+        "spec": spec,
+    }
     return json.dumps(doc)
 
 
@@ -205,11 +252,16 @@ def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator
     """Install the chart (CRDs, RBAC) with Helm's engine and run the operator as its SA."""
     with helm_python.Config(kubeconfig_path=cluster.kubeconfig, namespace=SYSTEM) as helm:
         values = set_values("operator.replicaCount=0", f"operator.peering.name={RELEASE}")
-        helm.install(str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True,
-                     timeout=120)
+        helm.install(
+            str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
+        )
         try:
-            cluster.kubectl("wait", "--for=condition=Established",
-                            "crd/exactlyoncepipelines.eo.dev", "--timeout=60s")
+            cluster.kubectl(
+                "wait",
+                "--for=condition=Established",
+                "crd/exactlyoncepipelines.eo.dev",
+                "--timeout=60s",
+            )
             kubeconfig = cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
             operator = Operator(kubeconfig, log_dir)
             operator.start()
@@ -222,11 +274,13 @@ def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator
                 helm.uninstall(RELEASE, ignore_not_found=True, timeout=120)
 
 
-def make_scene(cluster: KubeCluster, operator: Operator, namespace: str, dsn: str,
-               work: Path) -> Scene:
+def make_scene(
+    cluster: KubeCluster, operator: Operator, namespace: str, dsn: str, work: Path
+) -> Scene:
     """Table, Secret and input folder for one pipeline."""
     harness.create_table(dsn)
-    cluster.kubectl("create", "secret", "generic", "orders-db", "-n", namespace,
-                    f"--from-literal=dsn={dsn}")
+    cluster.kubectl(
+        "create", "secret", "generic", "orders-db", "-n", namespace, f"--from-literal=dsn={dsn}"
+    )
     (work / "in").mkdir(parents=True, exist_ok=True)
     return Scene(cluster, operator, namespace, dsn, work)

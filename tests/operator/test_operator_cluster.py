@@ -20,15 +20,21 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def operator(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Operator]:
+def operator(
+    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
     with installed_operator(kube_cluster, tmp_path_factory.mktemp("operator")) as running:
         yield running
 
 
 @pytest.fixture
-def scene(kube_cluster: KubeCluster, operator: Operator, kube_namespace: str, pg_server: PgServer,
-          tmp_path: Path) -> Scene:
+def scene(
+    kube_cluster: KubeCluster,
+    operator: Operator,
+    kube_namespace: str,
+    pg_server: PgServer,
+    tmp_path: Path,
+) -> Scene:
     dsn = pg_server.create_database(kube_namespace.replace("-", "_"))
     return make_scene(kube_cluster, operator, kube_namespace, dsn, tmp_path)
 
@@ -42,8 +48,9 @@ def test_an_applied_pipeline_launches_a_driver_and_commits_every_record(scene: S
     scene.apply()
     scene.until("phase Running", lambda: scene.status().get("phase") == "Running")
     scene.until("all records delivered", scene.all_delivered)
-    scene.until("status shows the last batch",
-                lambda: scene.status().get("lastBatchId") is not None)
+    scene.until(
+        "status shows the last batch", lambda: scene.status().get("lastBatchId") is not None
+    )
     audit = scene.audit()
     assert (audit.duplicates, audit.missing, audit.prepared_left) == (0, 0, 0)
     table = scene.cluster.kubectl("get", "eop", "-n", scene.namespace).stdout
@@ -63,8 +70,13 @@ def test_a_killed_driver_is_fenced_recovered_and_relaunched_with_a_higher_epoch(
     scene.until("first rows", lambda: scene.rows() > 0)
     scene.add_files(3)
     scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
-    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
-                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    scene.until(
+        "epoch 2 driver running",
+        lambda: (
+            (d := scene.running_driver()) is not None
+            and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
+        ),
+    )
     scene.add_files(2)
     scene.until("all records delivered", scene.all_delivered)
     time.sleep(3)
@@ -84,13 +96,20 @@ def test_a_zombie_on_a_lost_node_is_fenced_and_the_sink_stays_exact(scene: Scene
     kubelet.simulate_node_lost()
     zombie = kubelet.detach(scene.namespace, driver["metadata"]["name"])
     try:
-        scene.until("the operator fences the lost driver",
-                    lambda: _epoch(scene) >= 2 and "DriverLost" in scene.events())
+        scene.until(
+            "the operator fences the lost driver",
+            lambda: _epoch(scene) >= 2 and "DriverLost" in scene.events(),
+        )
     finally:
         kubelet.restore_node()
     scene.add_files(4)
-    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
-                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    scene.until(
+        "epoch 2 driver running",
+        lambda: (
+            (d := scene.running_driver()) is not None
+            and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
+        ),
+    )
     scene.until("all records delivered", scene.all_delivered)
     code = None
     try:
@@ -124,8 +143,13 @@ def test_an_operator_killed_between_fence_and_launch_completes_that_recovery_onc
         assert scene.running_driver() is None
     finally:
         operator.start()
-    scene.until("epoch 2 driver running", lambda: (d := scene.running_driver()) is not None
-                and d["metadata"]["labels"]["eo.dev/epoch"] == "2")
+    scene.until(
+        "epoch 2 driver running",
+        lambda: (
+            (d := scene.running_driver()) is not None
+            and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
+        ),
+    )
     assert _epoch(scene) == 2
     scene.add_files(2)
     scene.until("all records delivered", scene.all_delivered)
@@ -139,15 +163,32 @@ def test_suspend_stops_the_driver_and_resolves_then_resume_relaunches(scene: Sce
     scene.apply()
     scene.until("a running driver", scene.running_driver)
     scene.until("first rows", lambda: scene.rows() > 0)
-    scene.cluster.kubectl("patch", "eop", scene.name, "-n", scene.namespace, "--type=merge",
-                          "-p", '{"spec": {"suspend": true}}')
-    scene.until("Suspended", lambda: scene.status().get("phase") == "Suspended"
-                and not scene.pods())
+    scene.cluster.kubectl(
+        "patch",
+        "eop",
+        scene.name,
+        "-n",
+        scene.namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"suspend": true}}',
+    )
+    scene.until(
+        "Suspended", lambda: scene.status().get("phase") == "Suspended" and not scene.pods()
+    )
     assert scene.audit().prepared_left == 0
     suspended_epoch = _epoch(scene)
     scene.add_files(2)
-    scene.cluster.kubectl("patch", "eop", scene.name, "-n", scene.namespace, "--type=merge",
-                          "-p", '{"spec": {"suspend": false}}')
+    scene.cluster.kubectl(
+        "patch",
+        "eop",
+        scene.name,
+        "-n",
+        scene.namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"suspend": false}}',
+    )
     scene.until("running again", scene.running_driver)
     scene.until("all records delivered", scene.all_delivered)
     assert _epoch(scene) == suspended_epoch
@@ -169,12 +210,17 @@ def test_deleting_a_pipeline_stops_the_driver_and_leaves_nothing_prepared(scene:
 
 
 def test_a_spec_the_operator_rejects_gets_a_condition_and_an_event(scene: Scene) -> None:
-    sinks = [{"name": "orders", "postgres": {"dsn": {"env": "ORDERS_DSN"},
-                                             "table": "public.orders"}}]
+    sinks = [
+        {"name": "orders", "postgres": {"dsn": {"env": "ORDERS_DSN"}, "table": "public.orders"}}
+    ]
     scene.apply(sinks=sinks)
-    scene.until("SpecValid False", lambda: any(
-        c["type"] == "SpecValid" and c["status"] == "False"
-        for c in scene.status().get("conditions", [])))
+    scene.until(
+        "SpecValid False",
+        lambda: any(
+            c["type"] == "SpecValid" and c["status"] == "False"
+            for c in scene.status().get("conditions", [])
+        ),
+    )
     status = scene.status()
     assert status["phase"] == "Failed"
     message = next(c["message"] for c in status["conditions"] if c["type"] == "SpecValid")

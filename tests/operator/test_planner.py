@@ -270,3 +270,11 @@ def test_running_long_enough_after_a_failure_resets_the_restart_counter() -> Non
     assert plan(_obs(mem, _pod(epoch=2), annotation=2)).memory.restarts == 0
     recent = replace(mem, last_failure=NOW - timedelta(seconds=30))
     assert plan(_obs(recent, _pod(epoch=2), annotation=2)).memory.restarts == 2
+
+
+def test_a_relaunch_that_never_happened_is_retried_without_counting_a_restart() -> None:
+    # Status said Starting (plan recorded) but the launch was interrupted: no pod exists.
+    mem = Memory(phase=Phase.STARTING, epoch=1, restarts=0)
+    result = plan(_obs(mem, None, annotation=2))
+    assert result.memory.restarts == 0
+    assert [a.epoch for a in result.actions if a.kind is Kind.LAUNCH] == [2]

@@ -275,7 +275,7 @@ def test_the_audit_fails_a_sink_with_a_prepared_transaction_left(
         ("phase", "Recovering", "status.phase"),
         ("epoch", FIRST_EPOCH + 1, "status.epoch"),
         ("epoch", None, "status.epoch"),
-        ("restarts", 1, "status.restarts"),
+        ("restarts", 0, "status.restarts"),
         ("inDoubtTransactions", 2, "status.inDoubtTransactions"),
     ],
 )
