@@ -16,19 +16,25 @@ if [[ ! -x .venv/bin/python ]]; then
   step "creating virtualenv .venv"
   python3 -m venv .venv
 fi
-stamp=".venv/.eo-installed-$(sha256sum pyproject.toml | cut -c1-16)"
-if [[ ! -f "$stamp" ]]; then
-  step "installing eo and its dependencies into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  if [[ $minimal == 1 ]]; then
+hash="$(sha256sum pyproject.toml | cut -c1-16)"
+full_stamp=".venv/.eo-installed-dev-$hash"
+demo_stamp=".venv/.eo-installed-demo-$hash"
+if [[ $minimal == 1 ]]; then
+  if [[ ! -f "$demo_stamp" && ! -f "$full_stamp" ]]; then
+    step "installing eo (with Spark and the embedded PostgreSQL) into .venv"
+    .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e ".[spark,embedded]"
-  else
-    .venv/bin/python -m pip install -q -e ".[dev]"
-    rm -f .venv/.eo-installed-*
-    touch "$stamp"
+    touch "$demo_stamp"
   fi
+  exit 0
 fi
-[[ $minimal == 1 ]] && exit 0
+if [[ ! -f "$full_stamp" ]]; then
+  step "installing eo and its development tools into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  rm -f .venv/.eo-installed-*
+  touch "$full_stamp"
+fi
 
 for extra in scripts/fetch-jars.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh; do
   if [[ -x "$extra" ]]; then

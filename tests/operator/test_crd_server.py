@@ -1,0 +1,66 @@
+"""The generated CRD on a real kube-apiserver: users' YAML accepted, invalid YAML rejected with
+the field named, printer columns shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.plugin import KubeCluster
+
+INVALID = {
+    "upsert-without-keys.yaml": "keyColumns",
+    "unknown-format.yaml": "spec.source.files.format",
+    "table-without-schema.yaml": "spec.sinks[0].postgres.table",
+    "two-sources.yaml": "spec.source",
+}
+
+
+@pytest.fixture(scope="module")
+def crd_installed(kube_cluster: KubeCluster) -> KubeCluster:
+    root = Path(__file__).resolve().parents[2]
+    kube_cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        str(root / "crds" / "exactlyoncepipelines.eo.dev.yaml"),
+    )
+    kube_cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/exactlyoncepipelines.eo.dev", "--timeout=60s"
+    )
+    return kube_cluster
+
+
+def test_the_example_is_accepted_and_listed_with_its_printer_columns(
+    crd_installed: KubeCluster, repo_root: Path
+) -> None:
+    example = str(repo_root / "examples" / "orders-ledger.yaml")
+    crd_installed.kubectl("apply", "-f", example)
+    try:
+        listed = crd_installed.kubectl("get", "eop", "orders-ledger", "-n", "default").stdout
+    finally:
+        crd_installed.kubectl("delete", "-f", example, "--wait=false")
+    header = listed.splitlines()[0].split()
+    assert header[:2] == ["NAME", "PHASE"]
+    for column in ("EPOCH", "LAST", "BATCH", "COMMIT", "RESTARTS", "AGE"):
+        assert column in header
+    explained = crd_installed.kubectl("explain", "exactlyoncepipeline.spec.sinks.postgres.table")
+    assert "schema.table" in explained.stdout
+
+
+@pytest.mark.parametrize(("name", "field"), sorted(INVALID.items()))
+def test_an_invalid_example_is_rejected_by_the_api_server_naming_the_field(
+    crd_installed: KubeCluster, kube_namespace: str, repo_root: Path, name: str, field: str
+) -> None:
+    result = crd_installed.kubectl(
+        "apply",
+        "-n",
+        kube_namespace,
+        "-f",
+        str(repo_root / "examples" / "invalid" / name),
+        check=False,
+    )
+    assert result.returncode != 0
+    assert field in result.stderr, result.stderr
