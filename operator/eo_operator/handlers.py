@@ -75,10 +75,9 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
             wakeups.get((namespace, pipeline)).set()
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="finalize")
-    def finalize(namespace: str | None, name: str, **_: Any) -> dict[str, str]:
+    def finalize(namespace: str | None, name: str, **_: Any) -> None:
         assert namespace is not None
         with reconciler.metrics.reconcile_timer("delete"):
             summary = reconciler.finalize(namespace, name)
         wakeups.drop((namespace, name))
         log.info("%s/%s deleted: %s", namespace, name, summary)
-        return {"summary": summary}

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
 from eo_operator.kube import Conflict, Kube
@@ -374,15 +376,29 @@ class Reconciler:
         annotations = obj["metadata"].get("annotations") or {}
         raw = annotations.get("eo.dev/epoch", "0")
         epoch = max(int(raw) if raw.isdigit() else 0, memory.epoch or 0) + 1
-        sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline))
+        try:
+            dsns = dsns_from_secrets(self.kube, pipeline)
+        except (KeyError, ApiException) as exc:
+            # The namespace is being deleted and took the Secret first: blocking here would
+            # block the namespace forever. Let go, and say loudly what is left to do.
+            message = (
+                f"could not resolve in-doubt transactions: sink credentials unavailable "
+                f"({str(exc).splitlines()[0]}); run `eo recover PIPELINE.yaml --epoch {epoch}` "
+                "against the sink to finish"
+            )
+            self.kube.event(obj, "FinalizedWithoutSink", message, warning=True)
+            return message
+        sinks = PipelineSinks(pipeline, dsns)
         try:
             report = sinks.recover(epoch)
         finally:
             sinks.close()
-        return (
+        summary = (
             f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
             f"{len(report.rolled_back)} rolled back, {report.left} left"
         )
+        self.kube.event(obj, "Finalized", summary)
+        return summary
 
 
 class RetrySoon(Exception):  # noqa: N818

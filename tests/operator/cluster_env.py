@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,7 +162,7 @@ class Scene:
         """Poll ``check`` until it is truthy; fail with the operator log and status."""
         deadline = time.monotonic() + timeout
         while True:
-            with contextlib.suppress(subprocess.CalledProcessError):
+            with contextlib.suppress(subprocess.CalledProcessError, OSError, RuntimeError):
                 value = check()
                 if value:
                     return value
@@ -272,6 +274,61 @@ def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator
         finally:
             with contextlib.suppress(helm_python.HelmError):
                 helm.uninstall(RELEASE, ignore_not_found=True, timeout=120)
+
+
+@contextlib.contextmanager
+def running_prometheus(target_port: int, work: Path) -> Iterator[str]:
+    """Prometheus with the shipped rules, scraping ``127.0.0.1:target_port`` every second."""
+    from tests.monitoring.prometheus_binaries import prometheus_binary
+
+    rules = REPO / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
+    config = work / "prometheus.yml"
+    config.write_text(
+        json.dumps(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {
+                        "job_name": "eo-operator",
+                        "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}],
+                    }
+                ],
+            }
+        )
+    )
+    address = f"127.0.0.1:{free_port()}"
+    with (work / "prometheus.log").open("w") as log:
+        process = subprocess.Popen(
+            [
+                str(prometheus_binary("prometheus")),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={work / 'tsdb'}",
+                f"--web.listen-address={address}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            yield f"http://{address}"
+        finally:
+            process.terminate()
+            process.wait(30)
+
+
+def _api(base: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{base}{path}", timeout=5) as response:
+        return json.loads(response.read())["data"]
+
+
+def query(base: str, expr: str) -> list[dict[str, Any]]:
+    """An instant query's result vector."""
+    return list(_api(base, "/api/v1/query?query=" + urllib.parse.quote(expr))["result"])
+
+
+def alerts(base: str) -> list[dict[str, Any]]:
+    """Active (pending or firing) alerts."""
+    return list(_api(base, "/api/v1/alerts")["alerts"])
 
 
 def make_scene(

@@ -14,7 +14,15 @@ import pytest
 from eo_jobs.pgserver import PgServer
 from eo_jobs.protocol.errors import EXIT_FENCED
 from tests.cluster.plugin import KubeCluster
-from tests.operator.cluster_env import Operator, Scene, installed_operator, make_scene
+from tests.operator.cluster_env import (
+    Operator,
+    Scene,
+    alerts,
+    installed_operator,
+    make_scene,
+    query,
+    running_prometheus,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -201,8 +209,16 @@ def test_deleting_a_pipeline_stops_the_driver_and_leaves_nothing_prepared(scene:
     scene.apply()
     scene.until("a running driver", scene.running_driver)
     scene.until("first rows", lambda: scene.rows() > 0)
-    scene.cluster.kubectl("delete", "eop", scene.name, "-n", scene.namespace, "--timeout=180s")
-    scene.until("driver pods gone", lambda: not scene.pods(), timeout=120)
+    scene.cluster.kubectl("delete", "eop", scene.name, "-n", scene.namespace, "--wait=false")
+    scene.until(
+        "the pipeline gone",
+        lambda: (
+            scene.name
+            not in scene.cluster.kubectl("get", "eop", "-n", scene.namespace, "-o", "name").stdout
+        ),
+        timeout=240,
+    )
+    assert not scene.pods()
     assert scene.audit().prepared_left == 0
     with psycopg.connect(scene.dsn) as conn:
         fence = conn.execute("SELECT epoch FROM eo.fence").fetchone()
@@ -227,3 +243,43 @@ def test_a_spec_the_operator_rejects_gets_a_condition_and_an_event(scene: Scene)
     assert "spec.sinks[0].postgres.dsn" in message and "secretKeyRef" in message
     assert "InvalidSpec" in scene.events()
     assert not scene.pods()
+
+
+def test_prometheus_scraping_the_operator_raises_the_failed_alert_when_the_driver_stays_down(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Live: real Prometheus, shipped rules, the real operator's endpoint, a real failure.
+
+    EoNoRecentCommit needs 300 s without a commit plus 2 m pending, too slow for CI; its
+    semantics are covered by promtool tests. Here the driver is killed with maxRestarts 0 and
+    kept down, which must surface as EoPipelineFailed on this pipeline only.
+    """
+    scene.add_files(2)
+    scene.apply(restartPolicy={"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1})
+    driver = scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    with running_prometheus(scene.operator.metrics_port, tmp_path) as prometheus:
+        scene.until(
+            "batches in the operator metrics",
+            lambda: any(
+                s["metric"].get("pipeline") == scene.name
+                for s in query(prometheus, "eo_pipeline_last_batch_id")
+            ),
+        )
+        scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
+        scene.until("phase Failed", lambda: scene.status().get("phase") == "Failed")
+        alert = scene.until(
+            "EoPipelineFailed pending or firing",
+            lambda: next(
+                (
+                    a
+                    for a in alerts(prometheus)
+                    if a["labels"]["alertname"] == "EoPipelineFailed"
+                    and a["labels"].get("namespace") == scene.namespace
+                ),
+                None,
+            ),
+            timeout=120,
+        )
+        assert alert["state"] in ("pending", "firing")
+        assert scene.name in alert["annotations"]["description"]
