@@ -96,6 +96,7 @@ class PipelineHealth:
     commit_durations: tuple[float, ...] = ()
     max_checkpoint_duration_seconds: float = DEFAULT_MAX_CHECKPOINT_DURATION_SECONDS
     max_failure_rate_ratio: float = DEFAULT_MAX_FAILURE_RATE_RATIO
+    no_commit_floor_seconds: float = 300.0
     in_doubt: int = 0
     in_doubt_oldest_age_seconds: float = 0.0
     sinks: Mapping[str, SinkHealth] = field(default_factory=dict)
@@ -205,6 +206,10 @@ class PipelineMetrics:
             "eo_pipeline_alert_max_checkpoint_duration_seconds",
             "spec.alerts.maxCheckpointDurationSeconds: alert threshold for batch duration.",
         )
+        self._alert_no_commit_floor = gauge(
+            "eo_pipeline_alert_no_commit_floor_seconds",
+            "spec.alerts.noCommitFloorSeconds: the no-commit alert waits at least this long.",
+        )
         self._alert_max_failure_rate = gauge(
             "eo_pipeline_alert_max_failure_rate_ratio",
             "spec.alerts.maxFailureRatePercent / 100: alert threshold for the failure rate.",
@@ -260,7 +265,8 @@ class PipelineMetrics:
             self._last_batch_id, self._last_commit_timestamp, self._checkpoint_duration,
             self._commit_duration, self._batches, self._batch_failures, self._failure_rate,
             self._trigger_interval, self._alert_max_checkpoint_duration,
-            self._alert_max_failure_rate, self._in_doubt, self._in_doubt_oldest_age,
+            self._alert_max_failure_rate, self._alert_no_commit_floor, self._in_doubt,
+            self._in_doubt_oldest_age,
             self._in_doubt_resolutions, self._fenced_attempts, self._recoveries,
             self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
         )  # fmt: skip
@@ -298,6 +304,7 @@ class PipelineMetrics:
                 health.max_checkpoint_duration_seconds
             )
             self._alert_max_failure_rate.labels(*key).set(health.max_failure_rate_ratio)
+            self._alert_no_commit_floor.labels(*key).set(health.no_commit_floor_seconds)
             self._in_doubt.labels(*key).set(health.in_doubt)
             self._in_doubt_oldest_age.labels(*key).set(
                 health.in_doubt_oldest_age_seconds if health.in_doubt else 0.0

@@ -346,6 +346,7 @@ class Reconciler:
                 commit_durations=tuple(health.new_commit_seconds),
                 max_checkpoint_duration_seconds=float(spec.alerts.max_checkpoint_duration_seconds),
                 max_failure_rate_ratio=spec.alerts.max_failure_rate_percent / 100.0,
+                no_commit_floor_seconds=float(spec.alerts.no_commit_floor_seconds),
                 in_doubt=health.in_doubt,
                 in_doubt_oldest_age_seconds=health.oldest_in_doubt_seconds or 0.0,
                 sinks={

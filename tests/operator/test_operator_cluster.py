@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -245,19 +246,22 @@ def test_a_spec_the_operator_rejects_gets_a_condition_and_an_event(scene: Scene)
     assert not scene.pods()
 
 
-def test_prometheus_scraping_the_operator_raises_the_failed_alert_when_the_driver_stays_down(
+def test_prometheus_scraping_the_operator_raises_the_stalled_alert_when_the_driver_stays_down(
     scene: Scene, tmp_path: Path
 ) -> None:
-    """Live: real Prometheus, shipped rules, the real operator's endpoint, a real failure.
+    """Live: real Prometheus, the shipped rules, the real operator's endpoint, a real failure.
 
-    EoNoRecentCommit needs 300 s without a commit plus 2 m pending, too slow for CI; its
-    semantics are covered by promtool tests. Here the driver is killed with maxRestarts 0 and
-    kept down, which must surface as EoPipelineFailed on this pipeline only.
+    The driver is killed with maxRestarts 0 and kept down; with alerts.noCommitFloorSeconds 5
+    the no-commit alert becomes pending within seconds (its `for: 2m` keeps it from firing),
+    and EoPipelineFailed shows up for this pipeline too.
     """
     scene.add_files(2)
-    scene.apply(restartPolicy={"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1})
+    scene.apply(
+        restartPolicy={"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+        alerts={"noCommitFloorSeconds": 5},
+    )
     driver = scene.until("a running driver", scene.running_driver)
-    scene.until("first rows", lambda: scene.rows() > 0)
+    scene.until("all records delivered", scene.all_delivered)
     with running_prometheus(scene.operator.metrics_port, tmp_path) as prometheus:
         scene.until(
             "batches in the operator metrics",
@@ -268,18 +272,22 @@ def test_prometheus_scraping_the_operator_raises_the_failed_alert_when_the_drive
         )
         scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
         scene.until("phase Failed", lambda: scene.status().get("phase") == "Failed")
-        alert = scene.until(
-            "EoPipelineFailed pending or firing",
-            lambda: next(
+
+        def active(name: str) -> dict[str, Any] | None:
+            return next(
                 (
                     a
                     for a in alerts(prometheus)
-                    if a["labels"]["alertname"] == "EoPipelineFailed"
+                    if a["labels"]["alertname"] == name
                     and a["labels"].get("namespace") == scene.namespace
                 ),
                 None,
-            ),
-            timeout=120,
+            )
+
+        stalled = scene.until(
+            "EoNoRecentCommit pending", lambda: active("EoNoRecentCommit"), timeout=120
         )
-        assert alert["state"] in ("pending", "firing")
-        assert scene.name in alert["annotations"]["description"]
+        assert stalled["state"] == "pending"
+        assert f"{scene.namespace}/{scene.name}" in stalled["annotations"]["description"]
+        failed = scene.until("EoPipelineFailed", lambda: active("EoPipelineFailed"), timeout=120)
+        assert failed["state"] in ("pending", "firing")

@@ -9,6 +9,7 @@ the operator. Exit codes are documented in ``eo --help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -271,19 +272,27 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     try:
         query.awaitTermination()
     except Exception as exc:
-        failure = progress.failure
-        if isinstance(failure, FencedError):
-            print(f"eo: {failure}", file=sys.stderr)
-            return EXIT_FENCED
-        if isinstance(failure, (CheckpointResetError, CheckpointMismatchError)):
-            print(f"eo: {failure}", file=sys.stderr)
-            return EXIT_CHECKPOINT_RESET
-        print(f"eo: streaming query failed: {failure or exc}", file=sys.stderr)
-        return 1
+        return _failure_exit(progress.failure, exc)
     finally:
-        spark.streams.removeListener(listener)
         bound.close()
+        # Stop the JVM side first: its listener bus must not call back into a Python process
+        # that is about to exit (that only produces py4j noise on stderr).
+        with contextlib.suppress(Exception):
+            spark.streams.removeListener(listener)
+            spark.stop()
     return 0
+
+
+def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
+    """Exit code and one-line reason for a query that died (Spark wraps the real cause)."""
+    if isinstance(failure, FencedError):
+        print(f"eo: {failure}", file=sys.stderr)
+        return EXIT_FENCED
+    if isinstance(failure, (CheckpointResetError, CheckpointMismatchError)):
+        print(f"eo: {failure}", file=sys.stderr)
+        return EXIT_CHECKPOINT_RESET
+    print(f"eo: streaming query failed: {failure or exc}", file=sys.stderr)
+    return 1
 
 
 def run_cli(args: argparse.Namespace) -> int:

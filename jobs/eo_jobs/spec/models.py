@@ -315,6 +315,8 @@ class Alerts(Model):
     """Alert when a batch (prepare + decide + commit) takes longer than this."""
     max_failure_rate_percent: Annotated[float, Field(ge=0, le=100)] = 5.0
     """Alert when more than this percentage of batch attempts fail over 15 minutes."""
+    no_commit_floor_seconds: Annotated[int, Field(ge=1, le=86400)] = 300
+    """The no-commit alert fires after max(2 x trigger interval, this many seconds)."""
 
 
 class PipelineSpec(Model):
