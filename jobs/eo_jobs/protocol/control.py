@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from eo_jobs.protocol.connection import LazyConnection
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError
 
 SCHEMA_LOCK_KEY = 0x656F_0001
@@ -107,25 +108,8 @@ class FenceChange:
     current: int
 
 
-class ControlStore:
+class ControlStore(LazyConnection):
     """Fence, decisions and failures of one coordinator database."""
-
-    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
-        self._dsn = dsn
-        self._timeout = connect_timeout
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def connection(self) -> psycopg.Connection[Any]:
-        """A lazily opened autocommit connection, reopened after the server went away."""
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(self._dsn, autocommit=True, connect_timeout=self._timeout)
-        return self._conn
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
 
     def ensure_schema(self) -> None:
         """Create the control tables if they are missing."""

@@ -194,9 +194,7 @@ class Coordinator:
         for store in distinct(self.stores.values()):
             store.prune_markers(self.pipeline, decided.batch_id)
         crash_point("after-commits", decided.batch_id)
-        by_sink: dict[str, int] = {}
-        for p in decided.winners:
-            by_sink[p.sink] = by_sink.get(p.sink, 0) + p.rows
+        by_sink = rows_by_sink(decided.winners)
         return BatchResult(
             decided.batch_id,
             False,
@@ -245,9 +243,7 @@ class Coordinator:
             prepare_ms=prepare_ms,
         )
         self.control.mark_committed(self.pipeline, query_id, batch_id, 0.0)
-        by_sink: dict[str, int] = {}
-        for p in written:
-            by_sink[p.sink] = by_sink.get(p.sink, 0) + p.rows
+        by_sink = rows_by_sink(written)
         return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, 0.0, 0, by_sink)
 
     def abandon(self, batch_id: int, reason: str | None = None, query_id: str | None = None) -> int:
@@ -280,6 +276,14 @@ class Coordinator:
         if parsed is None or parsed.sink not in self._by_token:
             raise ValueError(f"{gid} does not belong to a sink of {self.pipeline}")
         return self._by_token[parsed.sink]
+
+
+def rows_by_sink(parts: Sequence[Prepared]) -> dict[str, int]:
+    """Rows written per sink by a batch's participants."""
+    totals: dict[str, int] = {}
+    for part in parts:
+        totals[part.sink] = totals.get(part.sink, 0) + part.rows
+    return totals
 
 
 def _one_per_task(prepared: Sequence[Prepared]) -> list[Prepared]:

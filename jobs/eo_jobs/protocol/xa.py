@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import errors, sql
 
+from eo_jobs.protocol.connection import LazyConnection
 from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES, ensure_schema
 from eo_jobs.protocol.errors import InvariantViolationError, LostParticipantError
 from eo_jobs.protocol.gid import Gid
@@ -44,25 +45,11 @@ class InDoubt:
     owner: str
 
 
-class PreparedTransactions:
-    """Prepared transactions of one sink database (the database named by its DSN)."""
+class PreparedTransactions(LazyConnection):
+    """Prepared transactions of one sink database (the database named by its DSN).
 
-    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
-        self.dsn = dsn
-        self._timeout = connect_timeout
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def connection(self) -> psycopg.Connection[Any]:
-        """Autocommit connection (COMMIT PREPARED cannot run in a transaction block)."""
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
-        return self._conn
-
-    def close(self) -> None:
-        """Close the connection (idempotent)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    Its connection is autocommit: COMMIT PREPARED cannot run in a transaction block.
+    """
 
     def ensure_schema(self) -> None:
         """Create the marker table (and the rest of schema ``eo``) if missing."""

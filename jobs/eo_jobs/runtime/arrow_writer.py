@@ -32,9 +32,10 @@ def _python_values(column: Any) -> list[Any]:
     """One column as Python values; timestamps as ISO text.
 
     COPY sends every value as text, so a ``datetime`` would only be built to be formatted
-    again, and building tz-aware ones is the slowest conversion Arrow has (~5x a cast). Arrow
-    formats them in C++ ("2026-01-01 00:00:00.000000Z", in UTC, the session time zone),
-    which PostgreSQL parses to the same instant whatever its own ``TimeZone``.
+    again, and building tz-aware ones is Arrow's slowest conversion (~5x the cast). Arrow
+    formats them in C++ with their offset ("2026-01-01 00:00:00.000000Z" in a UTC session),
+    which PostgreSQL parses to the same instant whatever its own ``TimeZone``; a
+    ``TIMESTAMP_NTZ`` value keeps its wall time, as it should.
     """
     if pa.types.is_timestamp(column.type):
         column = column.cast(pa.string())
