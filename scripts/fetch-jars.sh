@@ -2,6 +2,7 @@
 # Resolve, from Maven Central, the jars that PySpark does not ship:
 #   $EO_CACHE/jars/spark-kafka-<pyspark version>/   Spark's Kafka connector + its own deps
 #   $EO_CACHE/jars/kafka-broker-<kafka version>/    a Kafka broker (KRaft) for the tests
+#   $EO_CACHE/jars/postgresql-jdbc-<version>/       the PostgreSQL JDBC driver (bench baseline)
 # Each folder is written whole, then stamped with `.complete`; a stamped folder is not
 # touched again, so a second run does nothing. The connector must match the installed
 # PySpark exactly, so its version is read from the virtualenv, never pinned here.
@@ -30,6 +31,8 @@ print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 [[ -n "$spark_version" && -d "$pyspark_jars" ]] || die "cannot read the PySpark version from $PYTHON"
 kafka_version="$(prop kafka.broker.version)"
 [[ -n "$kafka_version" ]] || die "kafka.broker.version missing from $TOOLS/versions.properties"
+pgjdbc_version="$(prop postgresql.jdbc.version)"
+[[ -n "$pgjdbc_version" ]] || die "postgresql.jdbc.version missing from $TOOLS/versions.properties"
 
 # copy_deps POM OUT LOG [-Dprop=value...]: resolve POM's runtime dependencies into OUT.
 copy_deps() {
@@ -108,6 +111,27 @@ fetch_kafka_broker() {
   say "kafka-broker $kafka_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
 }
 
+fetch_postgresql_jdbc() {
+  local dest="$JARS_DIR/postgresql-jdbc-$pgjdbc_version"
+  if [[ -f "$dest/.complete" ]]; then
+    say "postgresql-jdbc $pgjdbc_version already in $dest"
+    return
+  fi
+  local tmp="$dest.partial.$$" log
+  log="$(mktemp)"
+  scratch+=("$tmp" "$log")
+  say "resolving org.postgresql:postgresql:$pgjdbc_version"
+  copy_deps "$TOOLS/postgresql-jdbc/pom.xml" "$tmp" "$log" \
+    -Dpostgresql.jdbc.version="$pgjdbc_version" \
+    || { cat "$log" >&2; die "could not resolve org.postgresql:postgresql:$pgjdbc_version"; }
+  drop_shipped_by_pyspark "$tmp"
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+  touch "$dest/.complete"
+  say "postgresql-jdbc $pgjdbc_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
+}
+
 mkdir -p "$JARS_DIR"
 fetch_spark_kafka
 fetch_kafka_broker
+fetch_postgresql_jdbc

@@ -9,8 +9,8 @@ export EO_CACHE="${EO_CACHE:-$HOME/.cache/eo}"
 PY=.venv/bin/python
 
 echo "==> ruff"
-.venv/bin/ruff check jobs operator tests
-.venv/bin/ruff format --check jobs operator tests
+.venv/bin/ruff check jobs operator tests bench
+.venv/bin/ruff format --check jobs operator tests bench
 echo "==> mypy --strict"
 .venv/bin/mypy
 echo "==> import-linter"

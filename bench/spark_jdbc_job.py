@@ -1,0 +1,85 @@
+"""The baseline: a plain Structured Streaming job that writes with Spark's own JDBC writer.
+
+What a Spark user writes without eo: read the files with the declared schema, and in
+``foreachBatch`` call ``df.write.jdbc(..., mode="append")``. Each partition is one JDBC
+transaction, committed by its task, so a failed or replayed batch can duplicate rows (at least
+once). It borrows from eo only the Spark configuration of the pipeline file (master, cores,
+memory, shuffle partitions), so that every variant of the bench runs the same Spark.
+
+Run as ``python -m bench.spark_jdbc_job PIPELINE.yaml --url JDBC_URL --jars JAR,...``; prints one
+JSON line per batch, ``{"event": "batch", "batch": N, "seconds": S}``, timed around the write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from eo_jobs.runtime.session import spark_conf
+from eo_jobs.spec import load_pipeline
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench.spark_jdbc_job", description=__doc__)
+    parser.add_argument("pipeline", type=Path, help="pipeline file: source, sink table, Spark")
+    parser.add_argument("--url", required=True, help="JDBC URL of the sink database")
+    parser.add_argument("--user", default="postgres", help="database user")
+    parser.add_argument("--jars", required=True, help="comma-separated JDBC driver jars")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the query to the end of the available files (``availableNow``)."""
+    args = _parse(argv)
+    pipeline = load_pipeline(args.pipeline)
+    spec = pipeline.spec
+    files = spec.source.files
+    if files is None:
+        print("bench.spark_jdbc_job: the pipeline must read files", file=sys.stderr)
+        return 2
+    sink = spec.sinks[0].postgres
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder
+    conf = {**spark_conf(spec, "bench-spark-jdbc"), "spark.jars": args.jars}
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    properties = {"user": args.user, "driver": "org.postgresql.Driver"}
+
+    def write(df: DataFrame, batch_id: int) -> None:
+        started = time.perf_counter()
+        # As many writer tasks (JDBC connections) as eo's writerPartitions.
+        df.repartition(sink.writer_partitions).write.jdbc(
+            args.url, sink.table, mode="append", properties=properties
+        )
+        seconds = time.perf_counter() - started
+        print(json.dumps({"event": "batch", "batch": batch_id, "seconds": seconds}), flush=True)
+
+    reader = spark.readStream.schema(files.schema_)
+    if files.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", files.max_files_per_trigger)
+    query = (
+        reader.json(files.path)
+        .writeStream.foreachBatch(write)
+        .option("checkpointLocation", spec.checkpoint.location)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    # Leave the way `eo run` does (Spark stopped, then no waiting for stray JVM threads), so
+    # wall times compare like work.
+    os._exit(code)
