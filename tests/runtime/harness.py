@@ -192,7 +192,8 @@ def audit(dsn: str, truth: Truth, table: str = "public.orders") -> Audit:
         rows = conn.execute(f"SELECT order_id, amount_cents FROM {table}").fetchall()
         dead = conn.execute(f"SELECT count(*) FROM {table}_dead_letter").fetchone()
         left = conn.execute(
-            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
+            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s) "
+            "AND database = current_database()",
             (pipeline_prefix(PIPELINE),),
         ).fetchone()
     counts = Counter(r[0] for r in rows)
