@@ -14,12 +14,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
-from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from eo_jobs.protocol.faults import crash_point
-from eo_jobs.protocol.gid import Gid
-from eo_jobs.sinks.postgres.writer import PostgresWriter
+from eo_jobs.runtime.task import WriterTask
 
 WRITER_ENV = "EO_WRITER"
 """Set to ``arrow`` to feed writer tasks with ``mapInArrow``; anything else keeps the row path."""
@@ -48,43 +45,12 @@ def _rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         yield from zip(*(_python_values(column) for column in batch.columns), strict=True)
 
 
-def arrow_task_writer(
-    writer: PostgresWriter,
-    *,
-    pipeline: str,
-    query_id: str,
-    sink: str,
-    epoch: int,
-    batch_id: int,
-    two_phase: bool,
-    driver_pid: int,
-) -> Callable[[Iterable[Any]], Iterator[Any]]:
+def arrow_task_writer(task: WriterTask) -> Callable[[Iterable[Any]], Iterator[Any]]:
     """The function each ``mapInArrow`` task runs: one transaction, one result record."""
     schema = pa.schema(list(RESULT_FIELDS))
 
     def write(batches: Iterable[Any]) -> Iterator[Any]:
-        context = TaskContext.get()
-        task = context.partitionId() if context else 0
-        attempt = context.attemptNumber() if context else 0
-        gid = str(
-            Gid.build(
-                pipeline=pipeline,
-                query_id=query_id,
-                sink=sink,
-                epoch=epoch,
-                batch=batch_id,
-                task=task,
-                attempt=attempt,
-            )
-        )
-        count = writer.write(
-            _rows(batches),
-            gid=gid if two_phase else None,
-            pipeline=pipeline,
-            batch_id=batch_id,
-        )
-        if task == 0:
-            crash_point("after-some-prepared", batch_id, pid=driver_pid)
+        sink, gid, count = task.run(_rows(batches))
         yield pa.RecordBatch.from_pydict(
             {"sink": [sink], "gid": [gid], "count": [count]}, schema=schema
         )

@@ -19,16 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import TaskContext
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
-from eo_jobs.protocol.faults import crash_point
-from eo_jobs.protocol.gid import Gid
 from eo_jobs.runtime.arrow_writer import ARROW, WRITER_ENV, arrow_task_writer, write_with_arrow
 from eo_jobs.runtime.source import ERROR, RAW
+from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 from eo_jobs.spec.models import Guarantee, PipelineSpec
 
@@ -168,41 +166,12 @@ class TransformIsolation:
 
 
 def _task_writer(
-    writer: PostgresWriter,
-    pipeline: str,
-    query_id: str,
-    sink: str,
-    epoch: int,
-    batch_id: int,
-    two_phase: bool,
-    driver_pid: int,
+    task: WriterTask,
 ) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, str, int]]]:
-    """The function each writer task runs (shipped to executors with cloudpickle)."""
+    """The function each row-fed writer task runs (shipped to executors with cloudpickle)."""
 
-    def write(_index: int, rows: Iterable[Any]) -> Iterator[tuple[str, str, int]]:
-        context = TaskContext.get()
-        task = context.partitionId() if context else _index
-        attempt = context.attemptNumber() if context else 0
-        gid = str(
-            Gid.build(
-                pipeline=pipeline,
-                query_id=query_id,
-                sink=sink,
-                epoch=epoch,
-                batch=batch_id,
-                task=task,
-                attempt=attempt,
-            )
-        )
-        count = writer.write(
-            (tuple(r) for r in rows),
-            gid=gid if two_phase else None,
-            pipeline=pipeline,
-            batch_id=batch_id,
-        )
-        if task == 0:
-            crash_point("after-some-prepared", batch_id, pid=driver_pid)
-        yield (sink, gid, count)
+    def write(index: int, rows: Iterable[Any]) -> Iterator[tuple[str, str, int]]:
+        yield task.run((tuple(r) for r in rows), default_task=index)
 
     return write
 
@@ -289,30 +258,20 @@ class ForeachBatch:
             frame = frame.repartition(spec.writer_partitions, *spec.key_columns)
         else:
             frame = frame.repartition(spec.writer_partitions)
+        task = WriterTask(
+            writer=writer,
+            pipeline=ctx.pipeline,
+            query_id=query_id,
+            sink=sink,
+            epoch=ctx.epoch,
+            batch_id=batch_id,
+            two_phase=self.two_phase,
+            driver_pid=os.getpid(),
+        )
         if os.environ.get(WRITER_ENV) == ARROW:
-            task = arrow_task_writer(
-                writer,
-                pipeline=ctx.pipeline,
-                query_id=query_id,
-                sink=sink,
-                epoch=ctx.epoch,
-                batch_id=batch_id,
-                two_phase=self.two_phase,
-                driver_pid=os.getpid(),
-            )
-            results = write_with_arrow(frame, task)
+            results = write_with_arrow(frame, arrow_task_writer(task))
         else:
-            rows_task = _task_writer(
-                writer,
-                ctx.pipeline,
-                query_id,
-                sink,
-                ctx.epoch,
-                batch_id,
-                self.two_phase,
-                os.getpid(),
-            )
-            results = frame.rdd.mapPartitionsWithIndex(rows_task).collect()
+            results = frame.rdd.mapPartitionsWithIndex(_task_writer(task)).collect()
         return [Prepared(s, gid, count) for s, gid, count in results]
 
     def _write_dead_letters(
