@@ -7,8 +7,6 @@ The promtool tests feed hand-written series; this closes the gap between those s
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,17 +16,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
-from tests.monitoring.prometheus_binaries import prometheus_binary
+from tests.monitoring.prometheus_binaries import running_prometheus
 
-RULES = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
 DEADLINE_SECONDS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _get(url: str) -> bytes:
@@ -89,40 +79,8 @@ def operator_endpoint() -> Iterator[int]:
 @pytest.fixture
 def prometheus(operator_endpoint: int, tmp_path: Path) -> Iterator[str]:
     """Prometheus 3 with the shipped rules, scraping the operator every second."""
-    binary = prometheus_binary("prometheus")
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(RULES)],
-                "scrape_configs": [
-                    {
-                        "job_name": "eo-operator",
-                        "static_configs": [{"targets": [f"127.0.0.1:{operator_endpoint}"]}],
-                    }
-                ],
-            }
-        )
-    )
-    address = f"127.0.0.1:{_free_port()}"
-    log = (tmp_path / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            str(binary),
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address={address}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        yield f"http://{address}"
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        log.close()
+    with running_prometheus(operator_endpoint, tmp_path) as base:
+        yield base
 
 
 def _active_alerts(base: str) -> set[tuple[str, str]]:

@@ -276,46 +276,6 @@ def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator
                 helm.uninstall(RELEASE, ignore_not_found=True, timeout=120)
 
 
-@contextlib.contextmanager
-def running_prometheus(target_port: int, work: Path) -> Iterator[str]:
-    """Prometheus with the shipped rules, scraping ``127.0.0.1:target_port`` every second."""
-    from tests.monitoring.prometheus_binaries import prometheus_binary
-
-    rules = REPO / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
-    config = work / "prometheus.yml"
-    config.write_text(
-        json.dumps(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(rules)],
-                "scrape_configs": [
-                    {
-                        "job_name": "eo-operator",
-                        "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}],
-                    }
-                ],
-            }
-        )
-    )
-    address = f"127.0.0.1:{free_port()}"
-    with (work / "prometheus.log").open("w") as log:
-        process = subprocess.Popen(
-            [
-                str(prometheus_binary("prometheus")),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={work / 'tsdb'}",
-                f"--web.listen-address={address}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            yield f"http://{address}"
-        finally:
-            process.terminate()
-            process.wait(30)
-
-
 def _api(base: str, path: str) -> Any:
     with urllib.request.urlopen(f"{base}{path}", timeout=5) as response:
         return json.loads(response.read())["data"]

@@ -15,6 +15,7 @@ import pytest
 from eo_jobs.pgserver import PgServer
 from eo_jobs.protocol.errors import EXIT_FENCED
 from tests.cluster.plugin import KubeCluster
+from tests.monitoring.prometheus_binaries import running_prometheus
 from tests.operator.cluster_env import (
     Operator,
     Scene,
@@ -22,7 +23,6 @@ from tests.operator.cluster_env import (
     installed_operator,
     make_scene,
     query,
-    running_prometheus,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
