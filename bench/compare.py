@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     """Generate the events, run the variants, print the report."""
     args = _parse(argv)
     chosen = [BY_NAME[n] for n in args.variants.split(",")]
-    if any(v.writer is None for v in chosen):
+    if any(not v.eo for v in chosen):
         pgjdbc_jars()
     work = Path(tempfile.mkdtemp(prefix="eo-bench-"))
     shape = Shape(work / "in", args.files_per_trigger, args.partitions, args.cores, args.memory)

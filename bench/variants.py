@@ -15,7 +15,6 @@ from pathlib import Path
 import yaml
 
 from bench.data import SCHEMA_DDL
-from eo_jobs.runtime.arrow_writer import ARROW, WRITER_ENV
 from eo_jobs.runtime.packages import COMPLETE_STAMP, eo_cache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,8 +30,8 @@ class Variant:
     name: str
     guarantee: str
     """``spec.guarantee`` of its pipeline file."""
-    writer: str | None
-    """``EO_WRITER`` for ``eo run``; None for the plain Spark job."""
+    eo: bool
+    """Whether it runs ``eo run`` (False: the plain Spark job)."""
     meaning: str
 
     @property
@@ -45,25 +44,19 @@ VARIANTS = (
     Variant(
         "exactly-once",
         "exactly-once",
-        "rows",
-        "eo run, fenced 2PC: COPY + PREPARE per task (mapPartitions), one decision per batch",
-    ),
-    Variant(
-        "exactly-once-arrow",
-        "exactly-once",
-        ARROW,
-        "the same protocol, writer tasks fed by mapInArrow instead of mapPartitions",
+        True,
+        "eo run, fenced 2PC: Arrow batches -> CSV COPY + PREPARE per task, one decision per batch",
     ),
     Variant(
         "at-least-once",
         "at-least-once",
-        "rows",
-        "eo run, each writer task COPYs and commits on its own (mapPartitions)",
+        True,
+        "eo run, each writer task COPYs and commits on its own",
     ),
     Variant(
         "spark-jdbc",
         "at-least-once",
-        None,
+        False,
         "plain Structured Streaming, foreachBatch -> df.write.jdbc(mode='append')",
     ),
 )
@@ -139,7 +132,7 @@ def pgjdbc_jars() -> list[Path]:
 
 def command(variant: Variant, spec: Path, jdbc_url: str) -> list[str]:
     """The driver's command line."""
-    if variant.writer is None:
+    if not variant.eo:
         jars = ",".join(str(j) for j in pgjdbc_jars())
         return [
             sys.executable,
@@ -166,10 +159,7 @@ def command(variant: Variant, spec: Path, jdbc_url: str) -> list[str]:
 
 
 def environment(variant: Variant, dsn: str) -> dict[str, str]:
-    """The driver's environment: ours, minus fault injection, plus the DSN and writer choice."""
+    """The driver's environment: ours, minus fault injection, plus the DSN."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
-    env.pop(WRITER_ENV, None)
     env[DSN_ENV] = dsn
-    if variant.writer is not None:
-        env[WRITER_ENV] = variant.writer
     return env

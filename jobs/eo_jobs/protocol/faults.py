@@ -3,7 +3,8 @@
 Setting ``EO_FAULT_POINT`` to one of ``POINTS`` makes the process kill itself with SIGKILL when
 it reaches that point (optionally only for batch ``EO_FAULT_BATCH``). SIGKILL, not an exception:
 a real crash runs no ``finally`` blocks, closes no connections politely and flushes nothing, and
-that is exactly what recovery has to survive.
+that is exactly what recovery has to survive. ``EO_FAULT_ACTION=raise`` makes a writer task's
+first attempt raise instead: a task failure Spark retries, not a crash.
 """
 
 from __future__ import annotations
@@ -31,13 +32,25 @@ def armed(point: str, batch_id: int | None = None) -> bool:
     return wanted is None or batch_id is None or wanted == str(batch_id)
 
 
-def crash_point(point: str, batch_id: int | None = None, *, pid: int | None = None) -> None:
+class InjectedFaultError(RuntimeError):
+    """The failure ``EO_FAULT_ACTION=raise`` injects."""
+
+
+def crash_point(
+    point: str, batch_id: int | None = None, *, pid: int | None = None, first_attempt: bool = True
+) -> None:
     """SIGKILL ``pid`` (default: this process) if the fault ``point`` is armed.
 
     With ``EO_FAULT_ACTION=stop`` the process is frozen with SIGSTOP instead: a driver that
-    looks dead (a lost node, a long GC pause) but resumes later, i.e. a zombie.
+    looks dead (a lost node, a long GC pause) but resumes later, i.e. a zombie. With
+    ``EO_FAULT_ACTION=raise`` it raises ``InjectedFaultError`` on the ``first_attempt`` only,
+    so a retry gets through.
     """
     if armed(point, batch_id):
         action = os.environ.get("EO_FAULT_ACTION", "kill")
+        if action == "raise":
+            if first_attempt:
+                raise InjectedFaultError(f"fault injected at {point} of batch {batch_id}")
+            return
         sig = signal.SIGSTOP if action == "stop" else signal.SIGKILL
         os.kill(pid if pid is not None else os.getpid(), sig)

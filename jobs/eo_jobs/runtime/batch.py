@@ -1,10 +1,12 @@
 """``foreachBatch``: one micro-batch through the commit protocol.
 
-Writer tasks are Spark tasks (``mapPartitionsWithIndex``): each prepares one transaction named
-by (pipeline, query, sink, epoch, batch, partition, attempt) and hands back its gid; the driver
-then writes the one decision for the batch and runs phase 2. Records that do not parse, or that
-make the SQL transform fail, go to the dead-letter table as one more participant of the same
-decision, so a replay duplicates them no more than it duplicates good rows.
+Writer tasks are Spark tasks (``mapInArrow``): each prepares one transaction named by
+(pipeline, query, sink, epoch, batch, partition, attempt) and hands back its gid; the driver
+then writes the one decision for the batch and runs phase 2. Records that do not parse, that
+make the SQL transform fail, or that no sink can store (a NUL character in text, a NULL upsert
+key) go to the dead-letter table as one more participant of the same decision, so a replay
+duplicates them no more than it duplicates good rows, and a poison record never stops the
+pipeline.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
-from eo_jobs.runtime.arrow_writer import ARROW, WRITER_ENV, arrow_task_writer, write_with_arrow
+from eo_jobs.runtime.arrow_writer import write_with_arrow
+from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.writer import PostgresWriter
@@ -36,6 +40,8 @@ DEAD_LETTER_SINK = "eo-dead-letter"
 """Reserved participant name of the dead-letter table."""
 DEAD_LETTER_COLUMNS = ("pipeline", "batch_id", "raw", "reason")
 ROW_ID = "_eo_row"
+UNSTORABLE = "_eo_unstorable"
+NUL = "\u0000"
 DATA_ERRORS = (
     "CAST_",
     "ARITHMETIC_OVERFLOW",
@@ -63,6 +69,7 @@ class BatchContext:
     checkpoint: str
     on_batch: Callable[[BatchResult, float], None] = lambda _r, _s: None
     on_failure: Callable[[BaseException], None] = lambda _e: None
+    failed_attempts: FailedAttempts | None = None
     timings: dict[int, BatchResult] = field(default_factory=dict)
     in_batch: threading.Event = field(default_factory=threading.Event)
 
@@ -165,15 +172,68 @@ class TransformIsolation:
         self._bisect(df, ids[middle:], bad)
 
 
-def _task_writer(
-    task: WriterTask,
-) -> Callable[[int, Iterable[Any]], Iterable[tuple[str, str, int]]]:
-    """The function each row-fed writer task runs (shipped to executors with cloudpickle)."""
+def _unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
+    """Why a row cannot be stored by any sink, or NULL; None when no column can be a problem.
 
-    def write(index: int, rows: Iterable[Any]) -> Iterator[tuple[str, str, int]]:
-        yield task.run((tuple(r) for r in rows), default_task=index)
+    PostgreSQL text cannot hold U+0000 (COPY fails, the whole batch with it, forever), and a
+    NULL upsert key never matches a unique index, so it would be inserted again by every batch.
+    """
+    reasons: list[Column] = []
+    for column in df.schema.fields:
+        name, kind = column.name, column.dataType
+        if isinstance(kind, StringType):
+            has_nul = F.instr(F.col(name), NUL) > 0
+        elif isinstance(kind, (ArrayType, MapType, StructType)):
+            has_nul = F.instr(F.to_json(F.col(name)), "\\u0000") > 0
+        else:
+            has_nul = None
+        if has_nul is not None:
+            reasons.append(
+                F.when(
+                    has_nul,
+                    F.lit(
+                        f"column {name} contains a NUL character (U+0000), which PostgreSQL "
+                        "text cannot store; clean it in spec.transform.sql, e.g. "
+                        f"replace({name}, char(0), '')"
+                    ),
+                )
+            )
+        if name in key_columns:
+            reasons.append(
+                F.when(
+                    F.col(name).isNull(),
+                    F.lit(
+                        f"upsert key column {name} is NULL: a unique index never matches NULL, "
+                        "so the row would be inserted again by every batch"
+                    ),
+                )
+            )
+    return F.coalesce(*reasons) if reasons else None
 
-    return write
+
+def split_unstorable(
+    df: DataFrame, key_columns: set[str]
+) -> tuple[DataFrame, list[tuple[str, str]]]:
+    """(rows every sink can store, [(row as JSON, reason)] of the others)."""
+    reason = _unstorable_reason(df, key_columns)
+    if reason is None:
+        return df, []
+    flagged = df.withColumn(UNSTORABLE, reason)
+    columns = [F.col(c) for c in df.columns]
+    bad = [
+        (str(r[0]), str(r[1]))
+        for r in flagged.filter(F.col(UNSTORABLE).isNotNull())
+        .select(F.to_json(F.struct(*columns)), F.col(UNSTORABLE))
+        .collect()
+    ]
+    if not bad:
+        return df, []
+    return flagged.filter(F.col(UNSTORABLE).isNull()).drop(UNSTORABLE), bad
+
+
+def storable_text(text: str) -> str:
+    """Dead-letter text PostgreSQL accepts: NUL characters spelled ``\\u0000``."""
+    return text.replace(NUL, "\\u0000")
 
 
 class ForeachBatch:
@@ -238,14 +298,25 @@ class ForeachBatch:
             ]
             valid = staged.filter(F.col(ERROR).isNull()).drop(ERROR)
             out, failed = self.transform.run(valid)
+            keys = {
+                k
+                for s in ctx.spec.sinks
+                if s.postgres.mode == "upsert"
+                for k in s.postgres.key_columns
+            }
+            storable, unstorable = split_unstorable(out, keys)
             prepared: list[Prepared] = []
             for sink in ctx.spec.sinks:
-                prepared.extend(self._write_sink(out, sink.name, query_id, batch_id))
-            prepared.append(self._write_dead_letters(poison + failed, query_id, batch_id))
+                prepared.extend(self._write_sink(storable, sink.name, query_id, batch_id))
+            prepared.append(
+                self._write_dead_letters(poison + failed + unstorable, query_id, batch_id)
+            )
             out.unpersist()
             return prepared
         finally:
             staged.unpersist()
+            if ctx.failed_attempts is not None:
+                ctx.failed_attempts.clear()
 
     def _write_sink(
         self, out: DataFrame, sink: str, query_id: str, batch_id: int
@@ -268,10 +339,9 @@ class ForeachBatch:
             two_phase=self.two_phase,
             driver_pid=os.getpid(),
         )
-        if os.environ.get(WRITER_ENV) == ARROW:
-            results = write_with_arrow(frame, arrow_task_writer(task))
-        else:
-            results = frame.rdd.mapPartitionsWithIndex(_task_writer(task)).collect()
+        if ctx.failed_attempts is not None:
+            ctx.failed_attempts.watch(task)
+        results = write_with_arrow(frame, task)
         return [Prepared(s, gid, count) for s, gid, count in results]
 
     def _write_dead_letters(
@@ -279,7 +349,10 @@ class ForeachBatch:
     ) -> Prepared:
         ctx = self.ctx
         gid = ctx.coordinator.gid(query_id, DEAD_LETTER_SINK, batch_id, 0, 0)
-        records = [(ctx.pipeline, batch_id, raw, reason) for raw, reason in rows]
+        records = [
+            (ctx.pipeline, batch_id, storable_text(raw), storable_text(reason))
+            for raw, reason in rows
+        ]
         count = ctx.dead_letters.write(
             records, gid=gid if self.two_phase else None, pipeline=ctx.pipeline, batch_id=batch_id
         )

@@ -39,6 +39,8 @@ from eo_jobs.runtime.batch import (
     BatchContext,
     ForeachBatch,
 )
+from eo_jobs.runtime.failed_attempts import FailedAttempts
+from eo_jobs.runtime.failed_attempts import register as register_failed_attempts
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.sinks.postgres.binding import bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
@@ -252,9 +254,12 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         checkpoint=spec.checkpoint.location,
         on_batch=progress.batch,
         on_failure=progress.failed,
+        failed_attempts=FailedAttempts(dsns) if spec.guarantee == Guarantee.EXACTLY_ONCE else None,
     )
     listener = ProgressListener(pipeline.key)
     spark.streams.addListener(listener)
+    if ctx.failed_attempts is not None:
+        register_failed_attempts(spark.sparkContext, ctx.failed_attempts)
     writer = (
         read_source(spark, spec)
         .writeStream.foreachBatch(ForeachBatch(ctx))
@@ -275,6 +280,8 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         return _failure_exit(progress.failure, exc)
     finally:
         bound.close()
+        if ctx.failed_attempts is not None:
+            ctx.failed_attempts.close()
         # Stop the JVM side first: its listener bus must not call back into a Python process
         # that is about to exit (that only produces py4j noise on stderr).
         with contextlib.suppress(Exception):

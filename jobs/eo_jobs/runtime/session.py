@@ -18,6 +18,8 @@ from pyspark.sql import SparkSession
 from eo_jobs.runtime.packages import kafka_connector_jars
 from eo_jobs.spec.models import PipelineSpec
 
+TASK_MAX_FAILURES = 4
+
 
 def spark_conf(
     spec: PipelineSpec, app_name: str, environ: Mapping[str, str] | None = None
@@ -31,7 +33,7 @@ def spark_conf(
         "spark.sql.shuffle.partitions": str(max(2, spec.driver.cores * 2)),
         "spark.driver.memory": spec.driver.memory,
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        "spark.task.maxFailures": "4",
+        "spark.task.maxFailures": str(TASK_MAX_FAILURES),
         "spark.speculation": "false",
         # Writer tasks import eo_jobs: run them with this interpreter, not whatever python3 is
         # first on PATH.
@@ -39,7 +41,9 @@ def spark_conf(
         "spark.pyspark.driver.python": sys.executable,
     }
     if spec.executors.instances == 0:
-        conf["spark.master"] = f"local[{spec.driver.cores}]"
+        # local[N] alone never retries a failed task (Spark's local mode allows one failure);
+        # local[N,F] gives writer tasks the same retries as on a cluster.
+        conf["spark.master"] = f"local[{spec.driver.cores},{TASK_MAX_FAILURES}]"
         # Local mode talks to nobody else: stay on loopback.
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"

@@ -1,13 +1,16 @@
-"""What every writer task does, whatever feeds it rows (pickled rows or Arrow batches).
+"""What every writer task does: one transaction per task, named by a unique attempt.
 
-One transaction per task, named by (pipeline, query, sink, epoch, batch, partition, attempt):
-prepared under that gid in exactly-once mode, committed otherwise. The row writer (``batch``)
-and the Arrow writer (``arrow_writer``) only differ in how rows reach Python.
+The gid is (pipeline, query, sink, epoch, batch, partition, attempt) where ``attempt`` is
+Spark's ``taskAttemptId()``: unique for the life of the SparkContext. ``attemptNumber()``
+restarts at 0 in a stage retry, so a re-run task would reuse the gid of a task of the old stage
+attempt that may still be prepared (its marker insert then waits on the old one's lock); a
+unique id cannot collide. The transaction is prepared under the gid in exactly-once mode and
+committed otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +18,7 @@ from pyspark import TaskContext
 
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
+from eo_jobs.sinks.postgres.arrow_copy import arrow_body
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
 
@@ -31,28 +35,38 @@ class WriterTask:
     two_phase: bool
     driver_pid: int
 
-    def run(self, rows: Iterable[Sequence[Any]], default_task: int = 0) -> tuple[str, str, int]:
-        """Write this task's rows; ``(sink, gid, count)`` for the driver's decision."""
-        context = TaskContext.get()
-        task = context.partitionId() if context else default_task
-        attempt = context.attemptNumber() if context else 0
-        gid = str(
+    def gid(self, partition: int, attempt_id: int) -> str:
+        """The gid of the attempt ``attempt_id`` of writer task ``partition``."""
+        return str(
             Gid.build(
                 pipeline=self.pipeline,
                 query_id=self.query_id,
                 sink=self.sink,
                 epoch=self.epoch,
                 batch=self.batch_id,
-                task=task,
-                attempt=attempt,
+                task=partition,
+                attempt=attempt_id,
             )
         )
-        count = self.writer.write(
-            rows,
+
+    def run(self, batches: Iterable[Any]) -> tuple[str, str, int]:
+        """Write this task's Arrow record batches; ``(sink, gid, count)`` for the decision."""
+        context = TaskContext.get()
+        if context is None:
+            raise RuntimeError("a writer task runs inside a Spark task")
+        partition = context.partitionId()
+        gid = self.gid(partition, context.taskAttemptId())
+        count = self.writer.write_with(
+            arrow_body(self.writer, batches),
             gid=gid if self.two_phase else None,
             pipeline=self.pipeline,
             batch_id=self.batch_id,
         )
-        if task == 0:
-            crash_point("after-some-prepared", self.batch_id, pid=self.driver_pid)
+        if partition == 0:
+            crash_point(
+                "after-some-prepared",
+                self.batch_id,
+                pid=self.driver_pid,
+                first_attempt=context.attemptNumber() == 0,
+            )
         return (self.sink, gid, count)

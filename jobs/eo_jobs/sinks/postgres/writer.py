@@ -1,11 +1,20 @@
 """One writer task's transaction against a PostgreSQL table.
 
 Append uses COPY (an order of magnitude faster than row INSERTs). Upsert dedups the task's rows
-by key in memory (the highest ``versionColumn`` wins, else the last row seen) and then runs
-``INSERT ... ON CONFLICT DO UPDATE``; the design brief suggested COPY into a temporary staging
-table, but PostgreSQL refuses to PREPARE a transaction that touched temporary objects, so that
-shape cannot be used for a prepared participant. Rows must be hash-partitioned by key before
-they reach the writers, so two participants never lock the same key.
+by key in memory and then runs ``INSERT ... ON CONFLICT DO UPDATE``; the design brief suggested
+COPY into a temporary staging table, but PostgreSQL refuses to PREPARE a transaction that
+touched temporary objects, so that shape cannot be used for a prepared participant. Rows must
+be hash-partitioned by key before they reach the writers, so two participants never lock the
+same key.
+
+Upsert ordering, one rule in memory and in SQL: the row with the highest ``versionColumn``
+wins; a NULL version is older than any other (a stored NULL is replaced by any incoming row,
+an incoming NULL never replaces a stored non-NULL); among equal versions the later row wins.
+Without a version column the order is undefined (Spark's shuffle does not keep source order),
+which is why ``eo validate`` warns about it.
+
+Every transaction pins ``TimeZone`` to UTC: a value without an offset (a ``TIMESTAMP_NTZ``
+wall time) must not depend on the server's or the role's default zone.
 
 In exactly-once mode the transaction ends with a marker row and PREPARE TRANSACTION; in
 at-least-once and idempotent modes it simply commits.
@@ -13,7 +22,7 @@ at-least-once and idempotent modes it simply commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +73,35 @@ class PostgresWriter:
         batch_id: int,
     ) -> int:
         """Write ``rows`` in one transaction: prepared under ``gid``, or committed if None."""
+        return self.write_with(self.rows_body(rows), gid=gid, pipeline=pipeline, batch_id=batch_id)
+
+    def rows_body(self, rows: Iterable[Sequence[Any]]) -> Callable[[psycopg.Connection[Any]], int]:
+        """The body of a transaction that writes Python row tuples (COPY or upsert)."""
+
+        def body(conn: psycopg.Connection[Any]) -> int:
+            return self._copy(conn, rows) if self.mode == "append" else self._upsert(conn, rows)
+
+        return body
+
+    def write_with(
+        self,
+        body: Callable[[psycopg.Connection[Any]], int],
+        *,
+        gid: str | None,
+        pipeline: str,
+        batch_id: int,
+    ) -> int:
+        """Run ``body`` (it writes, returns its row count) in one transaction, then finish it.
+
+        The transaction is prepared under ``gid`` with the participant's marker, or simply
+        committed when ``gid`` is None (at-least-once and idempotent modes).
+        """
         with psycopg.connect(self.dsn, connect_timeout=self.connect_timeout) as conn:
             conn.execute(
-                sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(self.lock_timeout_ms))
+                "SELECT set_config('lock_timeout', %s, true), set_config('TimeZone', 'UTC', true)",
+                (str(self.lock_timeout_ms),),
             )
-            count = self._copy(conn, rows) if self.mode == "append" else self._upsert(conn, rows)
+            count = body(conn)
             if gid is None:
                 conn.commit()
             else:
@@ -76,10 +109,15 @@ class PostgresWriter:
                 prepare(conn, gid)
         return count
 
-    def _copy(self, conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> int:
+    def copy_statement(self, options: str = "") -> sql.Composed:
+        """``COPY table (columns) FROM STDIN`` with optional ``WITH (...)`` options."""
         statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
             table_identifier(self.table), sql.SQL(", ").join(map(sql.Identifier, self.columns))
         )
+        return statement + sql.SQL(options) if options else statement
+
+    def _copy(self, conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> int:
+        statement = self.copy_statement()
         count = 0
         with conn.cursor() as cur, cur.copy(statement) as copy:
             for row in rows:
@@ -111,11 +149,10 @@ class PostgresWriter:
                 )
             )
             if self.version_column is not None:
-                action = sql.SQL("{} WHERE {}.{} <= EXCLUDED.{}").format(
-                    action,
-                    target,
-                    sql.Identifier(self.version_column),
-                    sql.Identifier(self.version_column),
+                stored = sql.SQL("{}.{}").format(target, sql.Identifier(self.version_column))
+                incoming = sql.SQL("EXCLUDED.{}").format(sql.Identifier(self.version_column))
+                action = sql.SQL("{} WHERE {} IS NULL OR ({} IS NOT NULL AND {} <= {})").format(
+                    action, stored, incoming, stored, incoming
                 )
         else:
             action = sql.Composed([sql.SQL("DO NOTHING")])
@@ -129,7 +166,11 @@ class PostgresWriter:
 
 
 def _not_older(candidate: Any, held: Any) -> bool:
-    """Whether a row with version ``candidate`` replaces one with ``held`` (None is oldest)."""
+    """Whether a row with version ``candidate`` replaces one with ``held`` (NULL is oldest).
+
+    The same rule as the SQL guard of ``_upsert_sql``, so the result does not depend on how
+    records fall into batches.
+    """
     if held is None:
         return True
     if candidate is None:

@@ -1,0 +1,55 @@
+"""Spark retries of writer tasks: a failed attempt's prepared transaction never blocks its retry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+from tests.runtime import harness
+
+pytestmark = pytest.mark.spark
+
+
+def test_an_upsert_task_that_fails_after_prepare_is_retried_without_waiting_on_its_locks(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.accounts (id bigint PRIMARY KEY, balance bigint, version bigint)"
+        )
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [json.dumps({"id": i % 40, "balance": i, "version": i}) for i in range(200)]
+    (folder / "part-0.json").write_text("\n".join(lines) + "\n")
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text(f"""apiVersion: eo.dev/v1alpha1
+kind: ExactlyOncePipeline
+metadata: {{name: orders, namespace: test}}
+spec:
+  source:
+    files: {{path: "{folder}", format: json, schema: "id BIGINT, balance BIGINT, version BIGINT"}}
+  sinks:
+    - name: accounts
+      postgres: {{dsn: {{env: TEST_DSN}}, table: public.accounts, writerPartitions: 2,
+                 mode: upsert, keyColumns: [id], versionColumn: version}}
+  checkpoint: {{location: "{tmp_path / "checkpoint"}", triggerIntervalSeconds: 0}}
+  driver: {{cores: 2, memory: 768m}}
+""")
+    fault = {
+        "EO_FAULT_POINT": "after-some-prepared",
+        "EO_FAULT_ACTION": "raise",
+        "EO_FAULT_BATCH": "0",
+    }
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == 0, out
+    assert "InjectedFaultError" in out, out
+    assert "failed: rolled-back" in out, out
+    with psycopg.connect(pg_dsn) as conn:
+        rows = dict(conn.execute("SELECT id, balance FROM public.accounts").fetchall())
+        left = conn.execute(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchone()
+    assert rows == {k: 160 + k for k in range(40)}
+    assert left == (0,)
