@@ -49,6 +49,7 @@ def _recover(args: argparse.Namespace) -> int:
     from eo_jobs.protocol.recovery import recover
 
     _, bound = _bound(args)
+    bound.claim()
     report = recover(bound.control, bound.stores.values(), bound.pipeline, args.epoch)
     print(json.dumps(report.as_json(), indent=2))
     return 0 if report.left == 0 else 1

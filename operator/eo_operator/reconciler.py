@@ -65,6 +65,11 @@ def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
                 f"spec.sinks[{i}].postgres.dsn: on Kubernetes use secretKeyRef "
                 "{name, key}; env references only work for local runs"
             )
+    if pipeline.spec.control is not None and pipeline.spec.control.dsn.secret_key_ref is None:
+        return None, (
+            "spec.control.dsn: on Kubernetes use secretKeyRef {name, key}; env references "
+            "only work for local runs"
+        )
     return pipeline, None
 
 
@@ -181,7 +186,7 @@ class Reconciler:
                     f"{namespace}/{name} changed while reserving epoch {epoch}"
                 ) from None
         started = time.monotonic()
-        sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline))
+        sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline), self.kube)
         try:
             fence = sinks.bound.control
             fence.ensure_schema()
@@ -234,7 +239,7 @@ class Reconciler:
         self._health_at[key] = time.monotonic()
         try:
             dsns = dsns_from_secrets(self.kube, pipeline)
-            sinks = PipelineSinks(pipeline, dsns)
+            sinks = PipelineSinks(pipeline, dsns, self.kube)
         except Exception as exc:  # report, never crash the loop
             self.kube.patch_status(
                 *key,
@@ -389,7 +394,7 @@ class Reconciler:
             )
             self.kube.event(obj, "FinalizedWithoutSink", message, warning=True)
             return message
-        sinks = PipelineSinks(pipeline, dsns)
+        sinks = PipelineSinks(pipeline, dsns, self.kube)
         try:
             report = sinks.recover(epoch)
         finally:

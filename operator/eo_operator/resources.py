@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from eo_jobs.sinks.postgres.credentials import env_var_for
+from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
 from eo_jobs.spec.models import API_VERSION, KIND, Pipeline
 
 LABEL_PIPELINE = "eo.dev/pipeline"
@@ -157,6 +157,14 @@ def driver_pod(
                     "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
                 }
             )
+    control = spec.control.dsn.secret_key_ref if spec.control else None
+    if control is not None:
+        env.append(
+            {
+                "name": CONTROL_ENV,
+                "valueFrom": {"secretKeyRef": {"name": control.name, "key": control.key}},
+            }
+        )
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 (emptyDir)
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
     if spec.driver.volume_claim:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from eo_jobs.protocol.gid import pipeline_prefix
 from eo_jobs.protocol.recovery import RecoveryReport, Resolution, distinct, recover, sweep
 from eo_jobs.sinks.postgres.binding import Bound, bind
-from eo_jobs.spec.models import Pipeline
+from eo_jobs.spec.models import CredentialRef, Pipeline
 from eo_operator.kube import Kube
 
 FAILURE_WINDOW_SECONDS = 900.0
@@ -37,34 +37,61 @@ class Health:
     prepared_by_sink: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
+def secret_dsn(kube: Kube, namespace: str, name: str, ref: CredentialRef) -> str:
+    """The DSN a credential reference names, read from its Secret."""
+    secret = ref.secret_key_ref
+    if secret is None:
+        raise KeyError(f"{name}: dsn must be a secretKeyRef on Kubernetes")
+    return kube.secret_value(namespace, secret.name, secret.key)
+
+
 def dsns_from_secrets(kube: Kube, pipeline: Pipeline) -> dict[str, str]:
     """Every sink's DSN, read from its Secret."""
-    out: dict[str, str] = {}
-    for sink in pipeline.spec.sinks:
-        ref = sink.postgres.dsn.secret_key_ref
-        if ref is None:
-            raise KeyError(f"sink {sink.name}: dsn must be a secretKeyRef on Kubernetes")
-        out[sink.name] = kube.secret_value(pipeline.metadata.namespace, ref.name, ref.key)
-    return out
+    namespace = pipeline.metadata.namespace
+    return {
+        sink.name: secret_dsn(kube, namespace, f"sink {sink.name}", sink.postgres.dsn)
+        for sink in pipeline.spec.sinks
+    }
 
 
 class PipelineSinks:
-    """Protocol endpoints of one pipeline, bound to its databases."""
+    """Protocol endpoints of one pipeline, bound to its databases.
 
-    def __init__(self, pipeline: Pipeline, dsns: dict[str, str]) -> None:
+    Before the first recovery or sweep the binding is claimed (``Bound.claim``): the control
+    database is recorded in every participant database, a moved one is refused, and databases
+    of sinks removed from the spec are added so what they hold prepared is resolved too.
+    """
+
+    def __init__(self, pipeline: Pipeline, dsns: dict[str, str], kube: Kube) -> None:
         self.pipeline = pipeline
-        self.bound: Bound = bind(pipeline, dsns)
+        self.kube = kube
+        namespace = pipeline.metadata.namespace
+        control = pipeline.spec.control
+        self.bound: Bound = bind(
+            pipeline,
+            dsns,
+            secret_dsn(kube, namespace, "spec.control", control.dsn) if control else None,
+        )
+        self._claimed = False
 
     def close(self) -> None:
         """Close every connection."""
         self.bound.close()
 
+    def _claim(self) -> None:
+        if not self._claimed:
+            namespace = self.pipeline.metadata.namespace
+            self.bound.claim(lambda sink, ref: secret_dsn(self.kube, namespace, sink, ref))
+            self._claimed = True
+
     def recover(self, epoch: int) -> RecoveryReport:
         """Fence to ``epoch`` and resolve everything below it."""
+        self._claim()
         return recover(self.bound.control, self.bound.stores.values(), self.bound.pipeline, epoch)
 
     def sweep(self) -> Resolution:
         """Resolve prepared transactions below the fence (zombies' late prepares)."""
+        self._claim()
         return sweep(self.bound.control, self.bound.stores.values(), self.bound.pipeline)
 
     def health(self, seen_until: datetime | None) -> Health:

@@ -33,6 +33,7 @@ from eo_jobs.protocol.errors import (
     FencedError,
     FenceRegressionError,
 )
+from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime.batch import (
     DEAD_LETTER_COLUMNS,
     DEAD_LETTER_SINK,
@@ -42,7 +43,7 @@ from eo_jobs.runtime.batch import (
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.failed_attempts import register as register_failed_attempts
 from eo_jobs.runtime.metrics import DriverMetrics
-from eo_jobs.sinks.postgres.binding import bind, sink_dsns
+from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 from eo_jobs.spec import Pipeline, load_pipeline, parse_pipeline
@@ -158,6 +159,26 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) ->
         )
 
 
+def start_protocol(
+    pipeline: Pipeline, epoch: int, dsns: dict[str, str]
+) -> tuple[Bound, Coordinator]:
+    """Bind and claim the databases, then fence and recover with this driver's epoch."""
+    bound = bind(pipeline, dsns)
+    try:
+        bound.claim()
+    except ControlMovedError as exc:
+        raise StartupError(str(exc), EXIT_SINK_CONTRACT) from exc
+    first = pipeline.spec.sinks[0].name
+    stores = {**bound.stores, DEAD_LETTER_SINK: bound.stores[first]}
+    coordinator = Coordinator(pipeline.key, epoch, bound.control, stores)
+    try:
+        report = coordinator.startup()
+    except FenceRegressionError as exc:
+        raise StartupError(f"fenced: {exc}", EXIT_FENCED) from exc
+    print(json.dumps({"event": "recovered", **report.as_json()}), flush=True)
+    return bound, coordinator
+
+
 class Progress:
     """Per-batch log line and metrics (fed from foreachBatch, which knows the timings)."""
 
@@ -227,14 +248,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     dead_letter_table = spec.dead_letter_table()
     ensure_dead_letter_table(first_dsn, dead_letter_table)
 
-    bound = bind(pipeline, dsns)
-    stores = {**bound.stores, DEAD_LETTER_SINK: bound.stores[spec.sinks[0].name]}
-    coordinator = Coordinator(pipeline.key, epoch, bound.control, stores)
-    try:
-        report = coordinator.startup()
-    except FenceRegressionError as exc:
-        raise StartupError(f"fenced: {exc}", EXIT_FENCED) from exc
-    print(json.dumps({"event": "recovered", **report.as_json()}), flush=True)
+    bound, coordinator = start_protocol(pipeline, epoch, dsns)
 
     metrics = DriverMetrics(pipeline.key)
     port = spec.driver.metrics_port if metrics_port is None else metrics_port

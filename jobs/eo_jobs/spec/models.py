@@ -199,11 +199,15 @@ class PostgresSink(Model):
     table: TableName
     """Target table as schema.table; it must exist and be a logged (not UNLOGGED) table."""
     mode: Literal["append", "upsert"] = "append"
-    """append inserts every record; upsert inserts or updates by keyColumns (last write wins)."""
+    """append inserts every record; upsert inserts or updates by keyColumns (see versionColumn)."""
     key_columns: list[Identifier] = Field(default_factory=list, max_length=16)
-    """Columns of a unique key of the table; required for mode upsert."""
+    """Columns of a unique key of the table; required for mode upsert. A record with a NULL key
+    goes to the dead-letter table (a unique index never matches NULL)."""
     version_column: Identifier | None = None
-    """Upsert only: among rows with the same key, the one with the highest value wins."""
+    """Upsert only: among rows with the same key, in a batch and across batches, the one with
+    the highest value wins; NULL is older than any value, and among equal versions the later
+    row wins. Without it the winner among rows of one key in one batch is undefined (Spark's
+    shuffle does not keep source order): set it whenever a key can change twice."""
     writer_partitions: Annotated[int, Field(ge=1, le=256)] = 2
     """Writer tasks (and so prepared transactions) per batch for this sink."""
 
@@ -218,6 +222,15 @@ class PostgresSink(Model):
         if self.mode == "append" and self.version_column is not None:
             raise FieldError("versionColumn", "versionColumn only applies to mode upsert")
         return self
+
+
+class ControlDatabase(Model):
+    """The database that holds the pipeline's fence and decision log: its commit point."""
+
+    dsn: CredentialRef
+    """libpq connection string of the control database, by reference. It may be one of the
+    sinks' databases or another one; it cannot change once the pipeline exists, because the
+    decisions it holds are what keeps a replay from writing a decided batch again."""
 
 
 class SinkSpec(Model):
@@ -334,6 +347,20 @@ class PipelineSpec(Model):
                 "guarantee idempotent needs mode upsert on every sink",
                 ".sinks",
             ),
+            (
+                "has(self.control) == has(oldSelf.control)"
+                " && (!has(self.control) || self.control == oldSelf.control)",
+                "spec.control is immutable: its database holds the decision log; moving it "
+                "would forget every decided batch (run `eo recover`, then re-create the pipeline)",
+                ".control",
+            ),
+            (
+                "has(self.control) || (self.sinks[0].name == oldSelf.sinks[0].name"
+                " && self.sinks[0].postgres.dsn == oldSelf.sinks[0].postgres.dsn)",
+                "without spec.control the first sink's database holds the decision log: keep "
+                "spec.sinks[0] first, with the same name and dsn",
+                ".sinks",
+            ),
         )
     )
 
@@ -345,6 +372,8 @@ class PipelineSpec(Model):
     """Optional SQL over the view ``source``."""
     sinks: Annotated[list[SinkSpec], Field(min_length=1, max_length=8)]
     """Outputs; one decision per batch covers all of them."""
+    control: ControlDatabase | None = None
+    """Where the fence and the decision log live (default: the first sink's database)."""
     dead_letter: DeadLetter = Field(default_factory=DeadLetter)
     """Where poison records go."""
     checkpoint: Checkpoint

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 
 from eo_jobs.spec.models import CredentialRef
 
+CONTROL_ENV = "EO_CONTROL_DSN"
+"""The environment variable that carries ``spec.control``'s secretKeyRef'd DSN into a pod."""
+
 
 def env_var_for(sink: str) -> str:
     """The environment variable that carries a secretKeyRef'd DSN of ``sink`` into a pod."""
@@ -21,10 +24,22 @@ class MissingCredentialError(LookupError):
     """The referenced credential is not available in this process."""
 
 
-def resolve_dsn(sink: str, ref: CredentialRef, environ: Mapping[str, str] | None = None) -> str:
-    """The DSN of a sink, read from the environment named by its reference."""
+def resolve_dsn(
+    sink: str,
+    ref: CredentialRef,
+    environ: Mapping[str, str] | None = None,
+    *,
+    variable: str | None = None,
+) -> str:
+    """The DSN of a sink, read from the environment named by its reference.
+
+    A secretKeyRef arrives in ``variable`` (default: the sink's ``EO_SINK_<NAME>_DSN``).
+    """
     env = os.environ if environ is None else environ
-    variable = ref.env if ref.env is not None else env_var_for(sink)
+    if ref.env is not None:
+        variable = ref.env
+    elif variable is None:
+        variable = env_var_for(sink)
     value = env.get(variable)
     if not value:
         where = (

@@ -1,0 +1,150 @@
+"""Which database decides a pipeline, and which databases have held its participants.
+
+The decision log and the fence of a pipeline live in one control database. If a spec edit
+silently moved them (sinks reordered, the first sink re-pointed), every decision would be
+forgotten: a replay would write decided batches again, a zombie would stay unfenced in the old
+database, and prepared transactions there would never be resolved. So every database gets a
+stable random identity (``eo.database_identity``), every participant database records which
+control database decides the pipeline (``eo.decided_by``), and the control database records
+every database that ever held a participant of the pipeline, with the credential *reference*
+(never the secret) that reaches it (``eo.participant_databases``). A driver refuses to start
+when a participant database names another control database, and recovery and the sweep visit
+every recorded database, not only the sinks of the current spec.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from eo_jobs.protocol.connection import LazyConnection
+
+REGISTRY_LOCK_KEY = 0x656F_0002
+"""Advisory lock serialising the creation of the registry tables."""
+
+DDL = {
+    "eo.database_identity": """CREATE TABLE IF NOT EXISTS eo.database_identity (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        id uuid NOT NULL DEFAULT gen_random_uuid())""",
+    "eo.decided_by": """CREATE TABLE IF NOT EXISTS eo.decided_by (
+        pipeline text PRIMARY KEY,
+        control_database uuid NOT NULL,
+        control_label text NOT NULL,
+        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+    "eo.participant_databases": """CREATE TABLE IF NOT EXISTS eo.participant_databases (
+        pipeline text NOT NULL,
+        database uuid NOT NULL,
+        sink text NOT NULL,
+        label text NOT NULL,
+        dsn_ref jsonb NOT NULL,
+        first_seen timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (pipeline, database, sink))""",
+}
+
+
+class ControlMovedError(RuntimeError):
+    """A participant database is decided by another control database than the spec names."""
+
+
+@dataclass(frozen=True)
+class ParticipantDatabase:
+    """A database that held participants of a pipeline, as the control database recorded it."""
+
+    sink: str
+    database: str
+    label: str
+    dsn_ref: dict[str, Any]
+
+
+def ensure_registry(conn: psycopg.Connection[Any]) -> None:
+    """Create the missing registry tables (schema ``eo`` exists); no DDL when all exist.
+
+    Skipping existing tables keeps a role without CREATE on schema ``eo`` able to start once an
+    administrator has bootstrapped the schema.
+    """
+    missing = [
+        name
+        for name in DDL
+        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,)
+    ]
+    if not missing:
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRY_LOCK_KEY,))
+        for name in missing:
+            conn.execute(DDL[name])
+
+
+def database_id(conn: psycopg.Connection[Any]) -> str:
+    """This database's stable identity (created on first use)."""
+    ensure_registry(conn)
+    conn.execute("INSERT INTO eo.database_identity DEFAULT VALUES ON CONFLICT DO NOTHING")
+    row = conn.execute("SELECT id::text FROM eo.database_identity").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def label(dsn: str) -> str:
+    """``host:port/dbname`` of a DSN, for messages (no user, no password)."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+
+def claim(
+    control: LazyConnection,
+    participants: Mapping[str, tuple[LazyConnection, Mapping[str, Any]]],
+    pipeline: str,
+) -> None:
+    """Record ``control`` as the decider of ``pipeline`` in every participant database.
+
+    ``participants`` maps a sink name to its database connection and its credential reference.
+    Raises ``ControlMovedError`` when a database already names another control database.
+    """
+    control_conn = control.connection()
+    control_id = database_id(control_conn)
+    control_label = label(control.dsn)
+    for sink, (store, dsn_ref) in participants.items():
+        conn = store.connection()
+        store_id = database_id(conn)
+        row = conn.execute(
+            "SELECT control_database::text, control_label FROM eo.decided_by WHERE pipeline = %s",
+            (pipeline,),
+        ).fetchone()
+        if row is not None and row[0] != control_id:
+            raise ControlMovedError(
+                f"sink {sink} ({label(store.dsn)}) holds participants of {pipeline} decided by "
+                f"the control database {row[1]}, but this spec's control database is "
+                f"{control_label}: its decision log would be forgotten and decided batches "
+                "written again. Put the spec back (spec.control, or the first sink), or run "
+                "`eo recover` with the old spec first and then `eo forget-query` to start over."
+            )
+        if row is None:
+            conn.execute(
+                """INSERT INTO eo.decided_by (pipeline, control_database, control_label)
+                   VALUES (%s, %s, %s) ON CONFLICT (pipeline) DO NOTHING""",
+                (pipeline, control_id, control_label),
+            )
+        control_conn.execute(
+            """INSERT INTO eo.participant_databases (pipeline, database, sink, label, dsn_ref)
+               VALUES (%s, %s, %s, %s, %s)
+               ON CONFLICT (pipeline, database, sink)
+               DO UPDATE SET dsn_ref = EXCLUDED.dsn_ref, label = EXCLUDED.label""",
+            (pipeline, store_id, sink, label(store.dsn), json.dumps(dict(dsn_ref))),
+        )
+
+
+def recorded(control: LazyConnection, pipeline: str) -> list[ParticipantDatabase]:
+    """Every database the control database saw holding participants of ``pipeline``."""
+    conn = control.connection()
+    if conn.execute("SELECT to_regclass('eo.participant_databases')").fetchone() == (None,):
+        return []
+    rows = conn.execute(
+        """SELECT sink, database::text, label, dsn_ref FROM eo.participant_databases
+           WHERE pipeline = %s ORDER BY first_seen""",
+        (pipeline,),
+    ).fetchall()
+    return [ParticipantDatabase(str(s), str(d), str(lbl), dict(ref)) for s, d, lbl, ref in rows]
