@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 
+from eo_jobs.protocol.xa import PreparedTransactions
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 from tests.protocol import harness
 
@@ -20,6 +21,7 @@ def _writer(dsn: str) -> PostgresWriter:
 
 
 def _final(dsn: str, batches: list[list[tuple[int, int, int, int | None]]]) -> dict[int, int]:
+    PreparedTransactions(dsn).ensure_schema()  # the staging tables live in schema eo
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"TRUNCATE {harness.TABLE}")
     for index, rows in enumerate(batches):

@@ -3,89 +3,97 @@
 A writer task can fail after its PREPARE (the Python worker dies, the result is lost on the
 way back, an injected fault). Spark then retries the task, and the retry writes the same keys:
 on an upsert, or on a table with a unique index, it waits on the failed attempt's prepared row
-locks until ``lock_timeout``, and so does every later retry, so the batch fails. The failed
-attempt's result can never be used (Spark only hands the driver results of successful
-attempts, and the decision names only those), so its gid is safe to roll back at once. This
-listener does that on Spark's ``onTaskEnd`` for every attempt that did not succeed, through its
-own connections (it runs on a Py4J callback thread, beside the driver's own work).
+locks until ``lock_timeout``, and so does every later retry, so the batch fails. A failed
+attempt's result is never used (the driver only gets results of successful attempts, and the
+decision names only those), so its gid is safe to roll back at once.
+
+While a sink's writer job runs (tagged with a Spark job tag), a thread polls Spark's own status
+store (the one behind the UI and the status tracker; no UI needed) for attempts that ended
+FAILED or KILLED, and rolls their gids back through its own connections. Polling costs a few
+Py4J calls per half second; a Python ``SparkListener`` would cost a Py4J round trip for every
+event of every job (measured: a quarter of the batch time).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from pyspark import SparkContext
-from pyspark.java_gateway import ensure_callback_server_started
 
 from eo_jobs.protocol.xa import PreparedTransactions
 from eo_jobs.runtime.task import WriterTask
 
 log = logging.getLogger("eo.attempts")
 
+POLL_SECONDS = 0.5
+ENDED_BADLY = ("FAILED", "KILLED")
+
 
 class FailedAttempts:
-    """A Spark listener (``SparkListenerInterface`` through Py4J) for writer-task failures.
+    """Rolls back the gids of failed writer-task attempts while their job runs."""
 
-    Spark calls every method of the interface; all but ``onTaskEnd`` are no-ops, served by
-    ``__getattr__`` so a newer Spark with more events does not break it.
-    """
-
-    def __init__(self, dsns: Mapping[str, str]) -> None:
+    def __init__(self, context: SparkContext, dsns: Mapping[str, str]) -> None:
+        self._context = context
         self._stores = {sink: PreparedTransactions(dsn) for sink, dsn in dsns.items()}
-        self._lock = threading.Lock()
-        self._tasks: list[WriterTask] = []
+        self._seen: set[int] = set()
         self.rolled_back: list[str] = []
 
-    def watch(self, task: WriterTask) -> None:
-        """``task``'s writer tasks are about to run (a failed attempt names its gid)."""
-        with self._lock:
-            self._tasks.append(task)
-
-    def clear(self) -> None:
-        """The batch is over; what is still prepared is the coordinator's to resolve."""
-        with self._lock:
-            self._tasks.clear()
-
-    def onTaskEnd(self, event: Any) -> None:  # noqa: N802 (Spark's name)
-        """Roll back the gid of a writer-task attempt that did not succeed."""
+    @contextlib.contextmanager
+    def watching(self, task: WriterTask) -> Iterator[None]:
+        """Watch the Spark jobs started inside the block: they write ``task``'s sink."""
+        tag = f"eo-writer-{task.sink}-{task.batch_id}"
+        self._context.addJobTag(tag)
+        stop = threading.Event()
+        poller = threading.Thread(
+            target=self._poll, args=(task, tag, stop), name="eo-failed-attempts", daemon=True
+        )
+        poller.start()
         try:
-            self._task_end(event)
-        except Exception:  # a listener must never break Spark's listener bus
-            log.exception("could not roll back a failed writer-task attempt")
+            yield
+        finally:
+            stop.set()
+            poller.join()
+            self._context.removeJobTag(tag)
 
-    def _task_end(self, event: Any) -> None:
-        if event.reason().getClass().getSimpleName() == "Success$":
-            return
-        with self._lock:
-            watched = list(self._tasks)
-        info = event.taskInfo()
-        for task in watched:
-            gid = task.gid(int(info.index()), int(info.taskId()))
+    def _poll(self, task: WriterTask, tag: str, stop: threading.Event) -> None:
+        while True:
+            try:
+                self._sweep(task, tag)
+            except Exception:  # the batch itself must not fail because of this helper
+                log.exception("could not check writer-task attempts")
+            if stop.wait(POLL_SECONDS):
+                return
+
+    def _sweep(self, task: WriterTask, tag: str) -> None:
+        jvm_context: Any = self._context._jsc.sc()
+        tracker = jvm_context.statusTracker()
+        store = jvm_context.statusStore()
+        for job in tracker.getJobIdsForTag(tag):
+            info = tracker.getJobInfo(job)
+            if info.isEmpty():
+                continue
+            for stage in info.get().stageIds():
+                last = store.lastStageAttempt(stage).attemptId()
+                for attempt in range(last + 1):
+                    self._roll_back_failed(task, store.taskList(stage, attempt, 1_000_000))
+
+    def _roll_back_failed(self, task: WriterTask, tasks: Any) -> None:
+        for i in range(tasks.size()):
+            data = tasks.apply(i)
+            task_id = int(data.taskId())
+            if data.status() not in ENDED_BADLY or task_id in self._seen:
+                continue
+            self._seen.add(task_id)
+            gid = task.gid(int(data.index()), task_id)
             outcome = self._stores[task.sink].rollback(gid)
             self.rolled_back.append(gid)
-            log.warning("writer task attempt %s failed: %s", gid, outcome.value)
-
-    def __getattr__(self, name: str) -> Callable[..., None]:
-        if name.startswith("on"):
-            return lambda *_args: None
-        raise AttributeError(name)
+            log.warning("writer task attempt %s %s: %s", gid, data.status().lower(), outcome.value)
 
     def close(self) -> None:
-        """Close the listener's connections."""
+        """Close the connections."""
         for store in self._stores.values():
             store.close()
-
-    class Java:
-        """Py4J: this object implements Spark's listener interface."""
-
-        implements: ClassVar[list[str]] = ["org.apache.spark.scheduler.SparkListenerInterface"]
-
-
-def register(context: SparkContext, listener: FailedAttempts) -> None:
-    """Add ``listener`` to Spark's listener bus."""
-    # No public API adds a Python SparkListener; PySpark's own streaming listener does this.
-    ensure_callback_server_started(context._gateway)  # type: ignore[no-untyped-call]
-    context._jsc.sc().addSparkListener(listener)

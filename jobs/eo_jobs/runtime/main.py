@@ -41,7 +41,6 @@ from eo_jobs.runtime.batch import (
     ForeachBatch,
 )
 from eo_jobs.runtime.failed_attempts import FailedAttempts
-from eo_jobs.runtime.failed_attempts import register as register_failed_attempts
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
@@ -268,12 +267,14 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         checkpoint=spec.checkpoint.location,
         on_batch=progress.batch,
         on_failure=progress.failed,
-        failed_attempts=FailedAttempts(dsns) if spec.guarantee == Guarantee.EXACTLY_ONCE else None,
+        failed_attempts=(
+            FailedAttempts(spark.sparkContext, dsns)
+            if spec.guarantee == Guarantee.EXACTLY_ONCE
+            else None
+        ),
     )
     listener = ProgressListener(pipeline.key)
     spark.streams.addListener(listener)
-    if ctx.failed_attempts is not None:
-        register_failed_attempts(spark.sparkContext, ctx.failed_attempts)
     writer = (
         read_source(spark, spec)
         .writeStream.foreachBatch(ForeachBatch(ctx))

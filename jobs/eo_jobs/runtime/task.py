@@ -5,7 +5,8 @@ Spark's ``taskAttemptId()``: unique for the life of the SparkContext. ``attemptN
 restarts at 0 in a stage retry, so a re-run task would reuse the gid of a task of the old stage
 attempt that may still be prepared (its marker insert then waits on the old one's lock); a
 unique id cannot collide. The transaction is prepared under the gid in exactly-once mode and
-committed otherwise.
+committed otherwise. The first sink's tasks also write the batch's dead letters (same database,
+same transaction); other sinks' tasks drop them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pyspark import TaskContext
 
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
-from eo_jobs.sinks.postgres.arrow_copy import arrow_body
+from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, arrow_body
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
 
@@ -34,6 +35,7 @@ class WriterTask:
     batch_id: int
     two_phase: bool
     driver_pid: int
+    dead_letters: PostgresWriter | None = None
 
     def gid(self, partition: int, attempt_id: int) -> str:
         """The gid of the attempt ``attempt_id`` of writer task ``partition``."""
@@ -49,15 +51,20 @@ class WriterTask:
             )
         )
 
-    def run(self, batches: Iterable[Any]) -> tuple[str, str, int]:
-        """Write this task's Arrow record batches; ``(sink, gid, count)`` for the decision."""
+    def run(self, batches: Iterable[Any]) -> tuple[str, str, int, int]:
+        """Write this task's Arrow record batches; ``(sink, gid, rows, dead letters)``."""
         context = TaskContext.get()
         if context is None:
             raise RuntimeError("a writer task runs inside a Spark task")
         partition = context.partitionId()
         gid = self.gid(partition, context.taskAttemptId())
+        dead = (
+            None
+            if self.dead_letters is None
+            else DeadLetters(self.dead_letters, self.pipeline, self.batch_id)
+        )
         count = self.writer.write_with(
-            arrow_body(self.writer, batches),
+            arrow_body(self.writer, batches, dead),
             gid=gid if self.two_phase else None,
             pipeline=self.pipeline,
             batch_id=self.batch_id,
@@ -69,4 +76,4 @@ class WriterTask:
                 pid=self.driver_pid,
                 first_attempt=context.attemptNumber() == 0,
             )
-        return (self.sink, gid, count)
+        return (self.sink, gid, count, len(dead.rows) if dead else 0)

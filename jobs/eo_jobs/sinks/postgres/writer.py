@@ -1,15 +1,16 @@
 """One writer task's transaction against a PostgreSQL table.
 
-Append uses COPY (an order of magnitude faster than row INSERTs). Upsert dedups the task's rows
-by key in memory and then runs ``INSERT ... ON CONFLICT DO UPDATE``; the design brief suggested
-COPY into a temporary staging table, but PostgreSQL refuses to PREPARE a transaction that
-touched temporary objects, so that shape cannot be used for a prepared participant. Rows must
-be hash-partitioned by key before they reach the writers, so two participants never lock the
-same key.
+Append uses COPY (an order of magnitude faster than row INSERTs). Upsert COPYs into an UNLOGGED
+staging table of its own (PostgreSQL refuses to PREPARE a transaction that touched a temporary
+table, so the brief's temporary staging table cannot be used), merges it into the target with one
+``INSERT ... SELECT DISTINCT ON (keys) ... ON CONFLICT DO UPDATE`` and drops it, all inside the
+participant's transaction. Rows must be hash-partitioned by key before they reach the writers,
+so two participants never lock the same key.
 
-Upsert ordering, one rule in memory and in SQL: the row with the highest ``versionColumn``
-wins; a NULL version is older than any other (a stored NULL is replaced by any incoming row,
-an incoming NULL never replaces a stored non-NULL); among equal versions the later row wins.
+Upsert ordering, one rule in the staging dedup and in the conflict guard: the row with the
+highest ``versionColumn`` wins; a NULL version is older than any other (a stored NULL is
+replaced by any incoming row, an incoming NULL never replaces a stored non-NULL); among equal
+versions the later row wins.
 Without a version column the order is undefined (Spark's shuffle does not keep source order),
 which is why ``eo validate`` warns about it.
 
@@ -22,6 +23,7 @@ at-least-once and idempotent modes it simply commits.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +33,18 @@ from psycopg import sql
 
 from eo_jobs.protocol.xa import prepare, write_marker
 
+ORDINAL = "_eo_ordinal"
+"""Input-order column of an upsert's staging table."""
+Feed = Callable[[psycopg.Connection[Any], sql.Composed], int]
+"""Runs the COPY statement it is given and returns the rows it copied."""
+
 LOCK_TIMEOUT_MS = 30_000
 """A writer blocked this long (e.g. on a zombie's prepared lock) fails instead of hanging."""
+
+
+def storable_text(text: str | None) -> str:
+    """Text PostgreSQL accepts (dead letters keep every record): NUL spelled ``\\u0000``."""
+    return (text or "").replace("\x00", "\\u0000")
 
 
 def table_identifier(table: str) -> sql.Identifier:
@@ -76,12 +88,31 @@ class PostgresWriter:
         return self.write_with(self.rows_body(rows), gid=gid, pipeline=pipeline, batch_id=batch_id)
 
     def rows_body(self, rows: Iterable[Sequence[Any]]) -> Callable[[psycopg.Connection[Any]], int]:
-        """The body of a transaction that writes Python row tuples (COPY or upsert)."""
+        """The body of a transaction that writes Python row tuples (COPY, or staged upsert)."""
 
-        def body(conn: psycopg.Connection[Any]) -> int:
-            return self._copy(conn, rows) if self.mode == "append" else self._upsert(conn, rows)
+        def copy_rows(conn: psycopg.Connection[Any], statement: sql.Composed) -> int:
+            count = 0
+            with conn.cursor() as cur, cur.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row(row)
+                    count += 1
+            return count
 
-        return body
+        return self.body(copy_rows)
+
+    def body(self, feed: Feed, options: str = "") -> Callable[[psycopg.Connection[Any]], int]:
+        """A transaction body: ``feed`` runs the COPY it is given (with ``options``).
+
+        Append copies straight into the table. Upsert copies into a staging table of its own
+        and merges it with one ``INSERT ... SELECT DISTINCT ON (keys) ... ON CONFLICT``.
+        """
+
+        def run(conn: psycopg.Connection[Any]) -> int:
+            if self.mode == "append":
+                return feed(conn, self.copy_statement(table_identifier(self.table), options))
+            return self._upsert(conn, feed, options)
+
+        return run
 
     def write_with(
         self,
@@ -109,39 +140,41 @@ class PostgresWriter:
                 prepare(conn, gid)
         return count
 
-    def copy_statement(self, options: str = "") -> sql.Composed:
-        """``COPY table (columns) FROM STDIN`` with optional ``WITH (...)`` options."""
+    def copy_statement(self, table: sql.Composable, options: str = "") -> sql.Composed:
+        """``COPY table (columns) FROM STDIN`` with optional ``(...)`` options."""
         statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
-            table_identifier(self.table), sql.SQL(", ").join(map(sql.Identifier, self.columns))
+            table, sql.SQL(", ").join(map(sql.Identifier, self.columns))
         )
-        return statement + sql.SQL(options) if options else statement
+        return statement + sql.SQL(" " + options) if options else statement
 
-    def _copy(self, conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> int:
-        statement = self.copy_statement()
-        count = 0
-        with conn.cursor() as cur, cur.copy(statement) as copy:
-            for row in rows:
-                copy.write_row(row)
-                count += 1
-        return count
+    def _upsert(self, conn: psycopg.Connection[Any], feed: Feed, options: str) -> int:
+        """COPY into a staging table, merge it into the target, drop it; rows merged.
 
-    def _upsert(self, conn: psycopg.Connection[Any], rows: Iterable[Sequence[Any]]) -> int:
-        key_idx = [self.columns.index(k) for k in self.key_columns]
-        ver_idx = None if self.version_column is None else self.columns.index(self.version_column)
-        latest: dict[tuple[Any, ...], Sequence[Any]] = {}
-        for row in rows:
-            key = tuple(row[i] for i in key_idx)
-            held = latest.get(key)
-            if held is None or ver_idx is None or _not_older(row[ver_idx], held[ver_idx]):
-                latest[key] = row
-        if not latest:
-            return 0
-        conn.cursor().executemany(self._upsert_sql(), list(latest.values()))
-        return len(latest)
+        The staging table is UNLOGGED and dropped in the same transaction (PostgreSQL refuses
+        to PREPARE a transaction that touched a *temporary* table, not an unlogged one). Its
+        identity column keeps the input order, so "the later row wins among equal versions"
+        means the same in one batch as across batches.
+        """
+        stage = sql.Identifier("eo", f"stage_{uuid.uuid4().hex}")
+        conn.execute(
+            sql.SQL(
+                "CREATE UNLOGGED TABLE {} (LIKE {}, {} bigint GENERATED ALWAYS AS IDENTITY)"
+            ).format(stage, table_identifier(self.table), sql.Identifier(ORDINAL))
+        )
+        feed(conn, self.copy_statement(stage, options))
+        merged = conn.execute(self._merge_sql(stage)).rowcount
+        conn.execute(sql.SQL("DROP TABLE {}").format(stage))
+        return merged
 
-    def _upsert_sql(self) -> sql.Composed:
+    def _merge_sql(self, stage: sql.Identifier) -> sql.Composed:
         updates = [c for c in self.columns if c not in self.key_columns]
         target = table_identifier(self.table)
+        columns = sql.SQL(", ").join(map(sql.Identifier, self.columns))
+        keys = sql.SQL(", ").join(map(sql.Identifier, self.key_columns))
+        order: list[sql.Composable] = [sql.Identifier(k) for k in self.key_columns]
+        if self.version_column is not None:
+            order.append(sql.SQL("{} DESC NULLS LAST").format(sql.Identifier(self.version_column)))
+        order.append(sql.SQL("{} DESC").format(sql.Identifier(ORDINAL)))
         if updates:
             action = sql.SQL("DO UPDATE SET {}").format(
                 sql.SQL(", ").join(
@@ -156,23 +189,14 @@ class PostgresWriter:
                 )
         else:
             action = sql.Composed([sql.SQL("DO NOTHING")])
-        return sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}").format(
-            target,
-            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
-            sql.SQL(", ").join(sql.Placeholder() * len(self.columns)),
-            sql.SQL(", ").join(map(sql.Identifier, self.key_columns)),
-            action,
+        return sql.SQL(
+            "INSERT INTO {target} ({columns}) SELECT DISTINCT ON ({keys}) {columns} FROM {stage} "
+            "ORDER BY {order} ON CONFLICT ({keys}) {action}"
+        ).format(
+            target=target,
+            columns=columns,
+            keys=keys,
+            stage=stage,
+            order=sql.SQL(", ").join(order),
+            action=action,
         )
-
-
-def _not_older(candidate: Any, held: Any) -> bool:
-    """Whether a row with version ``candidate`` replaces one with ``held`` (NULL is oldest).
-
-    The same rule as the SQL guard of ``_upsert_sql``, so the result does not depend on how
-    records fall into batches.
-    """
-    if held is None:
-        return True
-    if candidate is None:
-        return False
-    return bool(candidate >= held)

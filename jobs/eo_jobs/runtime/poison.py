@@ -1,0 +1,74 @@
+"""Rows no sink can store, found before they fail a whole batch.
+
+PostgreSQL text cannot hold U+0000 (COPY fails, and the batch with it, on every replay), and a
+NULL upsert key never matches a unique index (the row would be inserted again by every batch).
+Such rows go to the dead-letter table with the reason, like records that do not parse.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StringType, StructType
+
+UNSTORABLE = "_eo_unstorable"
+NUL = "\u0000"
+
+
+def unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
+    """Why a row cannot be stored by any sink, or NULL; None when no column can be a problem.
+
+    PostgreSQL text cannot hold U+0000 (COPY fails, the whole batch with it, forever), and a
+    NULL upsert key never matches a unique index, so it would be inserted again by every batch.
+    """
+    reasons: list[Column] = []
+    for column in df.schema.fields:
+        name, kind = column.name, column.dataType
+        if isinstance(kind, StringType):
+            has_nul = F.instr(F.col(name), NUL) > 0
+        elif isinstance(kind, (ArrayType, MapType, StructType)):
+            has_nul = F.instr(F.to_json(F.col(name)), "\\u0000") > 0
+        else:
+            has_nul = None
+        if has_nul is not None:
+            reasons.append(
+                F.when(
+                    has_nul,
+                    F.lit(
+                        f"column {name} contains a NUL character (U+0000), which PostgreSQL "
+                        "text cannot store; clean it in spec.transform.sql, e.g. "
+                        f"replace({name}, char(0), '')"
+                    ),
+                )
+            )
+        if name in key_columns:
+            reasons.append(
+                F.when(
+                    F.col(name).isNull(),
+                    F.lit(
+                        f"upsert key column {name} is NULL: a unique index never matches NULL, "
+                        "so the row would be inserted again by every batch"
+                    ),
+                )
+            )
+    return F.coalesce(*reasons) if reasons else None
+
+
+def split_unstorable(
+    df: DataFrame, key_columns: set[str]
+) -> tuple[DataFrame, list[tuple[str, str]]]:
+    """(rows every sink can store, [(row as JSON, reason)] of the others)."""
+    reason = unstorable_reason(df, key_columns)
+    if reason is None:
+        return df, []
+    flagged = df.withColumn(UNSTORABLE, reason)
+    columns = [F.col(c) for c in df.columns]
+    bad = [
+        (str(r[0]), str(r[1]))
+        for r in flagged.filter(F.col(UNSTORABLE).isNotNull())
+        .select(F.to_json(F.struct(*columns)), F.col(UNSTORABLE))
+        .collect()
+    ]
+    if not bad:
+        return df, []
+    return flagged.filter(F.col(UNSTORABLE).isNull()).drop(UNSTORABLE), bad
