@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import signal
@@ -144,7 +145,8 @@ def test_rows_that_break_the_transform_become_dead_letters_not_failures(
     with psycopg.connect(pg_dsn) as conn:
         dead = conn.execute("SELECT raw, reason FROM public.orders_dead_letter").fetchall()
         ids = {r[0] for r in conn.execute("SELECT order_id FROM public.orders").fetchall()}
-    assert sorted('"order_id": 7,' in r or '"order_id": 55,' in r for r, _ in dead) == [True, True]
+    # A record that parsed and then broke the transform is kept as JSON of its columns.
+    assert sorted(json.loads(r)["order_id"] for r, _ in dead) == [7, 55]
     assert all("transform failed" in reason for _, reason in dead)
     assert ids == set(truth.valid) - {7, 55}
 

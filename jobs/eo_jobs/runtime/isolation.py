@@ -9,7 +9,7 @@ written. It costs several Spark jobs, so it only runs for a batch that actually 
 from __future__ import annotations
 
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from eo_jobs.runtime.source import RAW
@@ -27,6 +27,16 @@ DATA_ERRORS = (
     "INVALID_INDEX",
     "BINARY_ARITHMETIC",
 )
+
+
+def record_text(df: DataFrame) -> Column:
+    """A record as text for a dead letter: its raw text, or the parsed record as JSON.
+
+    Spark's file readers keep the raw text only of records that do not parse; a record that
+    parsed and then broke the transform is kept as JSON of its declared columns.
+    """
+    columns = [F.col(c) for c in df.columns if c not in (ROW_ID, RAW)]
+    return F.coalesce(F.col(RAW), F.to_json(F.struct(*columns)))
 
 
 def apply_transform(df: DataFrame, sql: str | None) -> DataFrame:
@@ -83,7 +93,7 @@ class TransformIsolation:
         rows = {
             r[0]: r[1]
             for r in valid.filter(F.col(ROW_ID).isin([i for i, _ in bad]))
-            .select(ROW_ID, RAW)
+            .select(ROW_ID, record_text(valid))
             .collect()
         }
         return out, [(rows.get(i) or "", reason) for i, reason in bad]
