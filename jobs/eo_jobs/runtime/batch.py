@@ -156,7 +156,8 @@ class ForeachBatch:
     def _prepare(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
         ctx = self.ctx
-        staged = df.persist()
+        # With a transform the one pass reads the input twice (rows and dead letters): cache it.
+        staged = df.persist() if self.transform.sql is not None else df
         try:
             try:
                 return self._one_pass(staged, query_id, batch_id)
@@ -234,8 +235,9 @@ class ForeachBatch:
         frame = frame.select(*writer.columns, *extra)
         if spec.mode == "upsert":
             frame = frame.repartition(spec.writer_partitions, *spec.key_columns)
-        elif frame.rdd.getNumPartitions() > spec.writer_partitions:
-            # Append needs no shuffle: a narrow coalesce bounds the participants.
+        else:
+            # Append needs no shuffle: a narrow coalesce bounds the participants (and is a
+            # no-op when the input has fewer partitions).
             frame = frame.coalesce(spec.writer_partitions)
         task = WriterTask(
             writer=writer,
