@@ -2,7 +2,7 @@
 
 Phase 2 never guesses. ``COMMIT PREPARED`` failing with SQLSTATE 42704 (unknown gid) means
 "already committed" only when the participant's marker row is visible, and "rolled back"
-otherwise; 55000 (object in use) means another session is finishing it right now, so we
+otherwise; 55000 ("is busy") means another session is finishing it right now, so we
 retry. Both finishers are idempotent, so the driver, the operator and ``eo recover`` can race
 on the same gid safely.
 """
@@ -104,7 +104,10 @@ class PreparedTransactions(LazyConnection):
                 return True
             except errors.UndefinedObject:
                 return False
-            except errors.ObjectInUse:
+            except errors.ObjectNotInPrerequisiteState:
+                # 55000 is what COMMIT/ROLLBACK PREPARED raises only for "prepared transaction
+                # ... is busy" (another session is finishing it; the message is localized, the
+                # code is not). 55006 (ObjectInUse), caught here before, is never raised.
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
