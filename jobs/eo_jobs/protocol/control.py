@@ -25,12 +25,17 @@ SCHEMA_LOCK_KEY = 0x656F_0001
 """Advisory lock serialising concurrent schema creation (CREATE IF NOT EXISTS races)."""
 
 DDL = (
-    "CREATE SCHEMA IF NOT EXISTS eo",
-    """CREATE TABLE IF NOT EXISTS eo.fence (
+    ("eo", "CREATE SCHEMA IF NOT EXISTS eo"),
+    (
+        "eo.fence",
+        """CREATE TABLE IF NOT EXISTS eo.fence (
         pipeline text PRIMARY KEY,
         epoch bigint NOT NULL CHECK (epoch > 0),
         updated_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
-    """CREATE TABLE IF NOT EXISTS eo.decisions (
+    ),
+    (
+        "eo.decisions",
+        """CREATE TABLE IF NOT EXISTS eo.decisions (
         pipeline text NOT NULL,
         query_id text NOT NULL,
         batch_id bigint NOT NULL CHECK (batch_id >= 0),
@@ -44,9 +49,18 @@ DDL = (
         decided_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         committed_at timestamptz,
         PRIMARY KEY (pipeline, query_id, batch_id))""",
-    "CREATE INDEX IF NOT EXISTS decisions_by_batch ON eo.decisions (pipeline, batch_id)",
-    "CREATE INDEX IF NOT EXISTS decisions_by_time ON eo.decisions (pipeline, decided_at)",
-    """CREATE TABLE IF NOT EXISTS eo.failures (
+    ),
+    (
+        "eo.decisions_by_batch",
+        "CREATE INDEX IF NOT EXISTS decisions_by_batch ON eo.decisions (pipeline, batch_id)",
+    ),
+    (
+        "eo.decisions_by_time",
+        "CREATE INDEX IF NOT EXISTS decisions_by_time ON eo.decisions (pipeline, decided_at)",
+    ),
+    (
+        "eo.failures",
+        """CREATE TABLE IF NOT EXISTS eo.failures (
         id bigserial PRIMARY KEY,
         pipeline text NOT NULL,
         query_id text,
@@ -54,24 +68,78 @@ DDL = (
         epoch bigint,
         reason text NOT NULL,
         failed_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
-    "CREATE INDEX IF NOT EXISTS failures_by_time ON eo.failures (pipeline, failed_at)",
-    """CREATE TABLE IF NOT EXISTS eo.markers (
+    ),
+    (
+        "eo.failures_by_time",
+        "CREATE INDEX IF NOT EXISTS failures_by_time ON eo.failures (pipeline, failed_at)",
+    ),
+    (
+        "eo.markers",
+        """CREATE TABLE IF NOT EXISTS eo.markers (
         gid text PRIMARY KEY,
         pipeline text NOT NULL,
         batch_id bigint NOT NULL,
         rows_written bigint NOT NULL,
         created_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+    ),
+    (
+        "eo.database_identity",
+        """CREATE TABLE IF NOT EXISTS eo.database_identity (
+        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+        id uuid NOT NULL DEFAULT gen_random_uuid())""",
+    ),
+    (
+        "eo.decided_by",
+        """CREATE TABLE IF NOT EXISTS eo.decided_by (
+        pipeline text PRIMARY KEY,
+        control_database uuid NOT NULL,
+        control_label text NOT NULL,
+        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+    ),
+    (
+        "eo.participant_databases",
+        """CREATE TABLE IF NOT EXISTS eo.participant_databases (
+        pipeline text NOT NULL,
+        database uuid NOT NULL,
+        sink text NOT NULL,
+        label text NOT NULL,
+        dsn_ref jsonb NOT NULL,
+        first_seen timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (pipeline, database, sink))""",
+    ),
 )
+"""Every object of schema ``eo`` with the statement that creates it (the last three are the
+registry of ``protocol.registry``)."""
 
 MARKER_RETENTION_BATCHES = 1000
 """Markers of batches this far behind the last committed one are pruned."""
 
 
+def _missing(conn: psycopg.Connection[Any]) -> list[str]:
+    """Statements of the objects that do not exist yet."""
+    names = [name for name, _ in DDL]
+    row = conn.execute(
+        "SELECT array_agg(n) FROM unnest(%s::text[]) AS n "
+        "WHERE CASE WHEN n = 'eo' THEN to_regnamespace(n) IS NULL "
+        "ELSE to_regclass(n) IS NULL END",
+        (names,),
+    ).fetchone()
+    absent = set(row[0] or []) if row else set(names)
+    return [statement for name, statement in DDL if name in absent]
+
+
 def ensure_schema(conn: psycopg.Connection[Any]) -> None:
-    """Create the control schema idempotently, safe against concurrent creators."""
+    """Create what is missing of the control schema; no DDL at all when everything exists.
+
+    ``CREATE SCHEMA IF NOT EXISTS`` checks the database's CREATE privilege before it checks
+    existence, so running it at every start would stop a least-privilege driver role (see
+    docs/protocol.md, "Privileges") even after an administrator created the schema.
+    """
+    if not _missing(conn):
+        return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        for statement in DDL:
+        for statement in _missing(conn):
             conn.execute(statement)
 
 

@@ -7,7 +7,8 @@ database, and prepared transactions there would never be resolved. So every data
 stable random identity (``eo.database_identity``), every participant database records which
 control database decides the pipeline (``eo.decided_by``), and the control database records
 every database that ever held a participant of the pipeline, with the credential *reference*
-(never the secret) that reaches it (``eo.participant_databases``). A driver refuses to start
+(never the secret) that reaches it (``eo.participant_databases``). The tables are part of
+schema ``eo`` (``control.DDL``). A driver refuses to start
 when a participant database names another control database, and recovery and the sweep visit
 every recorded database, not only the sinks of the current spec.
 """
@@ -22,28 +23,6 @@ from typing import Any
 import psycopg
 
 from eo_jobs.protocol.connection import LazyConnection
-
-REGISTRY_LOCK_KEY = 0x656F_0002
-"""Advisory lock serialising the creation of the registry tables."""
-
-DDL = {
-    "eo.database_identity": """CREATE TABLE IF NOT EXISTS eo.database_identity (
-        singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-        id uuid NOT NULL DEFAULT gen_random_uuid())""",
-    "eo.decided_by": """CREATE TABLE IF NOT EXISTS eo.decided_by (
-        pipeline text PRIMARY KEY,
-        control_database uuid NOT NULL,
-        control_label text NOT NULL,
-        claimed_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
-    "eo.participant_databases": """CREATE TABLE IF NOT EXISTS eo.participant_databases (
-        pipeline text NOT NULL,
-        database uuid NOT NULL,
-        sink text NOT NULL,
-        label text NOT NULL,
-        dsn_ref jsonb NOT NULL,
-        first_seen timestamptz NOT NULL DEFAULT clock_timestamp(),
-        PRIMARY KEY (pipeline, database, sink))""",
-}
 
 
 class ControlMovedError(RuntimeError):
@@ -60,28 +39,8 @@ class ParticipantDatabase:
     dsn_ref: dict[str, Any]
 
 
-def ensure_registry(conn: psycopg.Connection[Any]) -> None:
-    """Create the missing registry tables (schema ``eo`` exists); no DDL when all exist.
-
-    Skipping existing tables keeps a role without CREATE on schema ``eo`` able to start once an
-    administrator has bootstrapped the schema.
-    """
-    missing = [
-        name
-        for name in DDL
-        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,)
-    ]
-    if not missing:
-        return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (REGISTRY_LOCK_KEY,))
-        for name in missing:
-            conn.execute(DDL[name])
-
-
 def database_id(conn: psycopg.Connection[Any]) -> str:
-    """This database's stable identity (created on first use)."""
-    ensure_registry(conn)
+    """This database's stable identity (created on first use; schema ``eo`` exists)."""
     conn.execute("INSERT INTO eo.database_identity DEFAULT VALUES ON CONFLICT DO NOTHING")
     row = conn.execute("SELECT id::text FROM eo.database_identity").fetchone()
     assert row is not None
