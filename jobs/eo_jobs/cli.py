@@ -50,7 +50,7 @@ def _recover(args: argparse.Namespace) -> int:
 
     _, bound = _bound(args)
     bound.claim()
-    report = recover(bound.control, bound.stores.values(), bound.pipeline, args.epoch)
+    report = recover(bound.control, bound.stores, bound.pipeline, args.epoch)
     print(json.dumps(report.as_json(), indent=2))
     return 0 if report.left == 0 else 1
 
@@ -59,7 +59,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from eo_jobs.protocol.recovery import sweep
 
     _, bound = _bound(args)
-    done = sweep(bound.control, bound.stores.values(), bound.pipeline)
+    done = sweep(bound.control, bound.stores, bound.pipeline)
     print(
         json.dumps(
             {"committed": done.committed, "rolled_back": done.rolled_back, "left": done.left},

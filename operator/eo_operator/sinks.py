@@ -87,12 +87,12 @@ class PipelineSinks:
     def recover(self, epoch: int) -> RecoveryReport:
         """Fence to ``epoch`` and resolve everything below it."""
         self._claim()
-        return recover(self.bound.control, self.bound.stores.values(), self.bound.pipeline, epoch)
+        return recover(self.bound.control, self.bound.stores, self.bound.pipeline, epoch)
 
     def sweep(self) -> Resolution:
         """Resolve prepared transactions below the fence (zombies' late prepares)."""
         self._claim()
-        return sweep(self.bound.control, self.bound.stores.values(), self.bound.pipeline)
+        return sweep(self.bound.control, self.bound.stores, self.bound.pipeline)
 
     def health(self, seen_until: datetime | None) -> Health:
         """Health figures; durations of batches decided after ``seen_until`` for histograms."""
@@ -104,7 +104,7 @@ class PipelineSinks:
         now = datetime.now(UTC)
         prefix = pipeline_prefix(self.bound.pipeline)
         ages: list[float] = []
-        for store in distinct(self.bound.stores.values()):
+        for store in distinct(self.bound.stores):
             ages.extend((now - x.prepared_at).total_seconds() for x in store.in_doubt(prefix))
         last = recent[0] if recent else None
         last_done = done[0] if done else None

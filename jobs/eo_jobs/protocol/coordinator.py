@@ -21,7 +21,7 @@ from eo_jobs.protocol.errors import (
 )
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
-from eo_jobs.protocol.recovery import RecoveryReport, distinct, recover, resolve
+from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
 from eo_jobs.protocol.xa import PreparedTransactions
 
 
@@ -81,7 +81,7 @@ class Coordinator:
 
     def startup(self) -> RecoveryReport:
         """Fence to this epoch and resolve everything left behind (driver start)."""
-        return recover(self.control, self.stores.values(), self.pipeline, self.epoch)
+        return recover(self.control, self.stores, self.pipeline, self.epoch)
 
     def gid(self, query_id: str, sink: str, batch_id: int, task: int, attempt: int) -> str:
         """The gid a writer task must prepare under."""
@@ -135,22 +135,17 @@ class Coordinator:
         fence = self.control.fence_epoch(self.pipeline)
         if fence is None or fence > self.epoch:
             raise FencedError(self.pipeline, self.epoch, fence)
-        resolve(
-            self.control,
-            self.stores.values(),
-            self.pipeline,
-            select=lambda g: g.epoch <= self.epoch,
-        )
+        resolve(self.control, self.stores, self.pipeline, select=lambda g: g.epoch <= self.epoch)
         crash_point("before-prepare", batch_id)
         return None
 
     def _roll_forward(self, decision: Decision) -> None:
         prefix = pipeline_prefix(self.pipeline)
         winners = set(decision.participants)
-        for store in distinct(self.stores.values()):
+        for store in distinct(self.stores):
             for item in store.in_doubt(prefix):
                 if item.gid in winners:
-                    store.commit(item.gid)
+                    finisher(self.stores, item, store).commit(item.gid)
 
     def decide(
         self,
@@ -191,7 +186,7 @@ class Coordinator:
         commit_ms = (time.perf_counter() - started) * 1000.0
         losers = self._roll_back_losers(decided.batch_id, {p.gid for p in decided.winners})
         self.control.mark_committed(self.pipeline, decided.query_id, decided.batch_id, commit_ms)
-        for store in distinct(self.stores.values()):
+        for store in distinct(self.stores):
             store.prune_markers(self.pipeline, decided.batch_id)
         crash_point("after-commits", decided.batch_id)
         by_sink = rows_by_sink(decided.winners)
@@ -250,7 +245,7 @@ class Coordinator:
         """Roll back this epoch's prepared participants of a failed or fenced batch."""
         undone = resolve(
             self.control,
-            self.stores.values(),
+            self.stores,
             self.pipeline,
             select=lambda g: g.epoch == self.epoch and g.batch == batch_id,
         )
@@ -263,11 +258,11 @@ class Coordinator:
     def _roll_back_losers(self, batch_id: int, winners: set[str]) -> int:
         prefix = pipeline_prefix(self.pipeline)
         count = 0
-        for store in distinct(self.stores.values()):
+        for store in distinct(self.stores):
             for item in store.in_doubt(prefix):
                 g = item.parsed
                 if g.epoch == self.epoch and g.batch == batch_id and item.gid not in winners:
-                    store.rollback(item.gid)
+                    finisher(self.stores, item, store).rollback(item.gid)
                     count += 1
         return count
 

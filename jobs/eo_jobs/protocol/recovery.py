@@ -9,13 +9,19 @@ committed, anything else is rolled back, and no older driver can add a decision 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from eo_jobs.protocol.control import ControlStore
-from eo_jobs.protocol.gid import Gid, pipeline_prefix
-from eo_jobs.protocol.xa import PreparedTransactions
+from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
+from eo_jobs.protocol.xa import InDoubt, PreparedTransactions
+
+Stores = Mapping[str, PreparedTransactions] | Iterable[PreparedTransactions]
+"""Stores by sink name (each gid is finished through its own sink's store, i.e. its role), or
+just stores (a gid is then finished through the store that listed it)."""
 
 
 @dataclass
@@ -51,17 +57,33 @@ class RecoveryReport:
         }
 
 
-def distinct(stores: Iterable[PreparedTransactions]) -> list[PreparedTransactions]:
-    """One store per database (several sinks may share one)."""
-    seen: dict[str, PreparedTransactions] = {}
-    for store in stores:
-        seen.setdefault(store.dsn, store)
+def database_of(dsn: str) -> tuple[str, str, str]:
+    """(host, port, database) of a DSN: what ``pg_prepared_xacts`` is scoped to."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    return (str(info.get("host", "")), str(info.get("port", "5432")), str(info.get("dbname", "")))
+
+
+def distinct(stores: Stores) -> list[PreparedTransactions]:
+    """One store per database (several sinks may share one, as the same or another role)."""
+    seen: dict[tuple[str, str, str], PreparedTransactions] = {}
+    for store in stores.values() if isinstance(stores, Mapping) else stores:
+        seen.setdefault(database_of(store.dsn), store)
     return list(seen.values())
+
+
+def finisher(stores: Stores, item: InDoubt, lister: PreparedTransactions) -> PreparedTransactions:
+    """The store that may finish ``item``: its own sink's (PostgreSQL lets only the role that
+    prepared a transaction, or a superuser, finish it), else the one that listed it."""
+    if isinstance(stores, Mapping):
+        for name, store in stores.items():
+            if sink_token(name) == item.parsed.sink:
+                return store
+    return lister
 
 
 def resolve(
     control: ControlStore,
-    stores: Iterable[PreparedTransactions],
+    stores: Stores,
     pipeline: str,
     *,
     select: Callable[[Gid], bool] = lambda _gid: True,
@@ -80,10 +102,10 @@ def resolve(
         )
         for item in pending:
             if item.gid in winners:
-                store.commit(item.gid)
+                finisher(stores, item, store).commit(item.gid)
                 result.committed.append(item.gid)
             else:
-                store.rollback(item.gid)
+                finisher(stores, item, store).rollback(item.gid)
                 result.rolled_back.append(item.gid)
         result.left += len([x for x in store.in_doubt(prefix) if select(x.parsed)])
     return result
@@ -91,7 +113,7 @@ def resolve(
 
 def recover(
     control: ControlStore,
-    stores: Iterable[PreparedTransactions],
+    stores: Stores,
     pipeline: str,
     epoch: int,
 ) -> RecoveryReport:
@@ -102,14 +124,15 @@ def recover(
     everything. ``left`` counts every prepared transaction of the pipeline still there.
     """
     started = time.monotonic()
-    store_list = list(stores)
+    if not isinstance(stores, Mapping):
+        stores = list(stores)
     control.ensure_schema()
-    for store in distinct(store_list):
+    for store in distinct(stores):
         store.ensure_schema()
     change = control.raise_fence(pipeline, epoch)
-    done = resolve(control, store_list, pipeline, select=lambda gid: gid.epoch < epoch)
+    done = resolve(control, stores, pipeline, select=lambda gid: gid.epoch < epoch)
     prefix = pipeline_prefix(pipeline)
-    left = sum(len(store.in_doubt(prefix)) for store in distinct(store_list))
+    left = sum(len(store.in_doubt(prefix)) for store in distinct(stores))
     return RecoveryReport(
         pipeline=pipeline,
         fence_from=change.previous,
@@ -121,9 +144,7 @@ def recover(
     )
 
 
-def sweep(
-    control: ControlStore, stores: Iterable[PreparedTransactions], pipeline: str
-) -> Resolution:
+def sweep(control: ControlStore, stores: Stores, pipeline: str) -> Resolution:
     """Resolve prepared transactions whose epoch is below the fence; safe at any time.
 
     A zombie can still PREPARE after a recovery (Kubernetes cannot promise an old pod on a
