@@ -202,6 +202,12 @@ class ControlStore(LazyConnection):
             raise ValueError("epoch must be positive")
         conn = self.connection()
         with conn.transaction():
+            # Serialise raises of one pipeline: FOR UPDATE locks nothing while the row does not
+            # exist yet, and two first raises would both report "no previous fence".
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('eo.fence:' || %s, 0))",
+                (pipeline,),
+            )
             row = conn.execute(
                 "SELECT epoch FROM eo.fence WHERE pipeline = %s FOR UPDATE", (pipeline,)
             ).fetchone()
@@ -237,6 +243,11 @@ class ControlStore(LazyConnection):
         started = time.perf_counter()
         conn = self.connection()
         with conn.transaction():
+            # The commit point must be durable before any participant is committed, even
+            # where the database or role defaults to asynchronous commit (a control database
+            # on another server than a sink could otherwise lose a decision whose
+            # participants were already committed).
+            conn.execute("SET LOCAL synchronous_commit = on")
             cur = conn.execute(
                 """UPDATE eo.fence SET updated_at = clock_timestamp()
                    WHERE pipeline = %s AND epoch = %s""",

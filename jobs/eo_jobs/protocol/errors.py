@@ -29,6 +29,8 @@ class FenceRegressionError(ProtocolError):
     """Someone asked to lower the fence, which would re-enable zombies."""
 
     def __init__(self, pipeline: str, requested: int, current: int) -> None:
+        self.requested = requested
+        self.current = current
         super().__init__(
             f"refusing to lower the fence of {pipeline} from {current} to {requested}: "
             f"use an epoch >= {current} (the operator's eo.dev/epoch annotation, plus one)"
