@@ -1,29 +1,74 @@
 """A lazily opened autocommit connection that reopens after the server went away.
 
 The control store and every prepared-transaction store hold one: recovery and phase 2 must
-survive a PostgreSQL restart between two calls without the caller managing reconnects.
+survive a PostgreSQL restart, a failover or an idle timeout on a quiet stream between two calls
+without the caller managing reconnects. ``run`` retries an idempotent piece of work once on a
+fresh connection when the old one turned out to be dead; work whose outcome would be ambiguous
+after a lost reply (the decision) calls ``connection()`` directly and lets the error through.
+
+Every connection has TCP keepalives (a peer that vanished is noticed in about a minute, not
+after the kernel's two hours) and ``lock_timeout`` / ``statement_timeout``, so a stuck lock
+holder cannot hang a driver or the operator forever.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import psycopg
+
+T = TypeVar("T")
+
+KEEPALIVES = "keepalives=1 keepalives_idle=30 keepalives_interval=10 keepalives_count=3"
+"""libpq parameters: a peer that vanished is noticed in about a minute."""
+LOCK_TIMEOUT_MS = 10_000
+STATEMENT_TIMEOUT_MS = 120_000
 
 
 class LazyConnection:
     """One autocommit connection to ``dsn``, (re)opened on demand."""
 
-    def __init__(self, dsn: str, *, connect_timeout: int = 10) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        connect_timeout: int = 10,
+        lock_timeout_ms: int = LOCK_TIMEOUT_MS,
+        statement_timeout_ms: int = STATEMENT_TIMEOUT_MS,
+    ) -> None:
         self.dsn = dsn
         self._timeout = connect_timeout
+        self._options = (
+            f"-c lock_timeout={lock_timeout_ms} -c statement_timeout={statement_timeout_ms}"
+        )
         self._conn: psycopg.Connection[Any] | None = None
 
     def connection(self) -> psycopg.Connection[Any]:
         """The open connection; a closed or broken one is replaced."""
         if self._conn is None or self._conn.closed or self._conn.broken:
-            self._conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=self._timeout)
+            given = psycopg.conninfo.conninfo_to_dict(self.dsn).get("options") or ""
+            dsn = psycopg.conninfo.make_conninfo(
+                self.dsn,
+                connect_timeout=self._timeout,
+                options=f"{given} {self._options}".strip(),
+            )
+            self._conn = psycopg.connect(f"{dsn} {KEEPALIVES}", autocommit=True)
         return self._conn
+
+    def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """Run idempotent ``work``; once more on a new connection if the old one was dead.
+
+        Only a broken connection is retried: a lock or statement timeout, or any SQL error,
+        leaves the connection usable and is the caller's to see.
+        """
+        try:
+            return work(self.connection())
+        except psycopg.OperationalError:
+            if self._conn is not None and not (self._conn.broken or self._conn.closed):
+                raise
+            self.close()
+            return work(self.connection())
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -8,9 +8,12 @@ pipeline. Pipeline and sink names are always bound parameters, never SQL text.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +23,8 @@ from psycopg.rows import dict_row
 
 from eo_jobs.protocol.connection import LazyConnection
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError
+
+log = logging.getLogger("eo.control")
 
 SCHEMA_LOCK_KEY = 0x656F_0001
 """Advisory lock serialising concurrent schema creation (CREATE IF NOT EXISTS races)."""
@@ -111,6 +116,8 @@ DDL = (
 """Every object of schema ``eo`` with the statement that creates it (the last three are the
 registry of ``protocol.registry``)."""
 
+STUCK_HOLDER_SECONDS = 5.0
+"""A decision transaction holding the fence row this long is frozen, not slow."""
 MARKER_RETENTION_BATCHES = 1000
 """Markers of batches this far behind the last committed one are pruned."""
 
@@ -176,19 +183,45 @@ class FenceChange:
     current: int
 
 
+@contextlib.contextmanager
+def _terminating_stuck_holders(dsn: str, waiter: int) -> Iterator[None]:
+    """While the block runs, end backends that keep ``waiter`` waiting too long."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(STUCK_HOLDER_SECONDS):
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+                row = conn.execute("SELECT pg_blocking_pids(%s)", (waiter,)).fetchone()
+                for pid in row[0] if row else []:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                    log.warning(
+                        "terminated backend %s: it held the fence row for %.0fs",
+                        pid,
+                        STUCK_HOLDER_SECONDS,
+                    )
+
+    watcher = threading.Thread(target=watch, name="eo-fence-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+
+
 class ControlStore(LazyConnection):
     """Fence, decisions and failures of one coordinator database."""
 
     def ensure_schema(self) -> None:
         """Create the control tables if they are missing."""
-        ensure_schema(self.connection())
+        self.run(ensure_schema)
 
     def fence_epoch(self, pipeline: str) -> int | None:
         """Current fence of a pipeline, or ``None`` before its first driver."""
-        row = (
-            self.connection()
-            .execute("SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,))
-            .fetchone()
+        row = self.run(
+            lambda conn: conn.execute(
+                "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
+            ).fetchone()
         )
         return None if row is None else int(row[0])
 
@@ -196,12 +229,17 @@ class ControlStore(LazyConnection):
         """Raise the fence to ``epoch``; equal is a no-op, lower is refused.
 
         Waits for an in-flight decision transaction (it holds the row lock), so once this
-        returns no driver with a lower epoch can decide any batch.
+        returns no driver with a lower epoch can decide any batch. A decision transaction that
+        holds the lock for ``STUCK_HOLDER_SECONDS`` belongs to a frozen or cut-off driver (a
+        decision takes milliseconds): its backend is terminated, which rolls the decision back
+        (``pg_terminate_backend``: the same role, or one with ``pg_signal_backend``).
         """
         if epoch <= 0:
             raise ValueError("epoch must be positive")
-        conn = self.connection()
-        with conn.transaction():
+        return self.run(lambda conn: self._raise_fence(conn, pipeline, epoch))
+
+    def _raise_fence(self, conn: psycopg.Connection[Any], pipeline: str, epoch: int) -> FenceChange:
+        with conn.transaction(), _terminating_stuck_holders(self.dsn, conn.info.backend_pid):
             # Serialise raises of one pipeline: FOR UPDATE locks nothing while the row does not
             # exist yet, and two first raises would both report "no previous fence".
             conn.execute(
@@ -281,36 +319,37 @@ class ControlStore(LazyConnection):
 
     def decision(self, pipeline: str, query_id: str, batch_id: int) -> Decision | None:
         """The decision of (pipeline, query, batch), if one exists."""
-        with self.connection().cursor(row_factory=dict_row) as cur:
-            row = cur.execute(
-                """SELECT * FROM eo.decisions
+        row = self.run(
+            lambda conn: (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT * FROM eo.decisions
                    WHERE pipeline = %s AND query_id = %s AND batch_id = %s""",
-                (pipeline, query_id, batch_id),
-            ).fetchone()
+                    (pipeline, query_id, batch_id),
+                )
+                .fetchone()
+            )
+        )
         return None if row is None else _decision(row)
 
     def other_queries(self, pipeline: str, query_id: str) -> list[tuple[str, int]]:
         """Other query ids with decisions for this pipeline, with their last batch."""
-        rows = (
-            self.connection()
-            .execute(
+        rows = self.run(
+            lambda conn: conn.execute(
                 """SELECT query_id, max(batch_id) FROM eo.decisions
-               WHERE pipeline = %s AND query_id <> %s GROUP BY query_id""",
+                   WHERE pipeline = %s AND query_id <> %s GROUP BY query_id""",
                 (pipeline, query_id),
-            )
-            .fetchall()
+            ).fetchall()
         )
         return [(str(q), int(b)) for q, b in rows]
 
     def has_decisions(self, pipeline: str, query_id: str) -> bool:
         """Whether the query has decided any batch."""
-        row = (
-            self.connection()
-            .execute(
+        row = self.run(
+            lambda conn: conn.execute(
                 "SELECT 1 FROM eo.decisions WHERE pipeline = %s AND query_id = %s LIMIT 1",
                 (pipeline, query_id),
-            )
-            .fetchone()
+            ).fetchone()
         )
         return row is not None
 
@@ -319,32 +358,33 @@ class ControlStore(LazyConnection):
         wanted = sorted(set(gids))
         if not wanted:
             return set()
-        rows = (
-            self.connection()
-            .execute(
+        rows = self.run(
+            lambda conn: conn.execute(
                 """SELECT DISTINCT g FROM eo.decisions d, unnest(d.participants) AS g
                WHERE d.pipeline = %s AND d.batch_id = ANY(%s) AND g = ANY(%s)""",
                 (pipeline, sorted(set(batches)), wanted),
-            )
-            .fetchall()
+            ).fetchall()
         )
         return {str(r[0]) for r in rows}
 
     def mark_committed(self, pipeline: str, query_id: str, batch_id: int, commit_ms: float) -> None:
         """Record phase-2 completion (commit duration and time) of a decided batch."""
-        conn = self.connection()
-        conn.execute(
-            """UPDATE eo.decisions SET commit_ms = %s, committed_at = clock_timestamp()
-               WHERE pipeline = %s AND query_id = %s AND batch_id = %s
-                 AND committed_at IS NULL""",
-            (commit_ms, pipeline, query_id, batch_id),
+        self.run(
+            lambda conn: conn.execute(
+                """UPDATE eo.decisions SET commit_ms = %s, committed_at = clock_timestamp()
+                   WHERE pipeline = %s AND query_id = %s AND batch_id = %s
+                     AND committed_at IS NULL""",
+                (commit_ms, pipeline, query_id, batch_id),
+            )
         )
 
     def forget_query(self, pipeline: str, query_id: str) -> int:
         """Delete a query's decisions: the explicit way to start a pipeline over."""
-        cur = self.connection().execute(
-            "DELETE FROM eo.decisions WHERE pipeline = %s AND query_id = %s",
-            (pipeline, query_id),
+        cur = self.run(
+            lambda conn: conn.execute(
+                "DELETE FROM eo.decisions WHERE pipeline = %s AND query_id = %s",
+                (pipeline, query_id),
+            )
         )
         return cur.rowcount
 
@@ -366,27 +406,30 @@ class ControlStore(LazyConnection):
 
     def recent_decisions(self, pipeline: str, limit: int = 50) -> list[Decision]:
         """The latest decisions, newest first."""
-        with self.connection().cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                """SELECT * FROM eo.decisions WHERE pipeline = %s
+        rows = self.run(
+            lambda conn: (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT * FROM eo.decisions WHERE pipeline = %s
                    ORDER BY decided_at DESC LIMIT %s""",
-                (pipeline, limit),
-            ).fetchall()
+                    (pipeline, limit),
+                )
+                .fetchall()
+            )
+        )
         return [_decision(r) for r in rows]
 
     def attempts_since(self, pipeline: str, seconds: float) -> tuple[int, int]:
         """(decided batches, failed attempts) within the last ``seconds``."""
-        row = (
-            self.connection()
-            .execute(
+        row = self.run(
+            lambda conn: conn.execute(
                 """SELECT
                  (SELECT count(*) FROM eo.decisions WHERE pipeline = %(p)s
                     AND decided_at > clock_timestamp() - make_interval(secs => %(s)s)),
                  (SELECT count(*) FROM eo.failures WHERE pipeline = %(p)s
                     AND failed_at > clock_timestamp() - make_interval(secs => %(s)s))""",
                 {"p": pipeline, "s": seconds},
-            )
-            .fetchone()
+            ).fetchone()
         )
         assert row is not None
         return int(row[0]), int(row[1])

@@ -53,19 +53,17 @@ class PreparedTransactions(LazyConnection):
 
     def ensure_schema(self) -> None:
         """Create the marker table (and the rest of schema ``eo``) if missing."""
-        ensure_schema(self.connection())
+        self.run(ensure_schema)
 
     def in_doubt(self, prefix: str) -> list[InDoubt]:
         """Our prepared transactions whose gid starts with ``prefix``, in this database only."""
-        rows = (
-            self.connection()
-            .execute(
+        rows = self.run(
+            lambda conn: conn.execute(
                 """SELECT gid, prepared, owner FROM pg_prepared_xacts
                WHERE database = current_database() AND starts_with(gid, %s)
                ORDER BY prepared""",
                 (prefix,),
-            )
-            .fetchall()
+            ).fetchall()
         )
         found: list[InDoubt] = []
         for gid, prepared, owner in rows:
@@ -76,20 +74,18 @@ class PreparedTransactions(LazyConnection):
 
     def server_limits(self) -> tuple[int, int]:
         """(prepared transactions in the whole server, max_prepared_transactions)."""
-        row = (
-            self.connection()
-            .execute(
+        row = self.run(
+            lambda conn: conn.execute(
                 """SELECT (SELECT count(*) FROM pg_prepared_xacts),
                       current_setting('max_prepared_transactions')::int"""
-            )
-            .fetchone()
+            ).fetchone()
         )
         assert row is not None
         return int(row[0]), int(row[1])
 
     def _marker_visible(self, gid: str) -> bool:
-        row = (
-            self.connection().execute("SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)).fetchone()
+        row = self.run(
+            lambda conn: conn.execute("SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)).fetchone()
         )
         return row is not None
 
@@ -100,7 +96,9 @@ class PreparedTransactions(LazyConnection):
         delay = 0.05
         while True:
             try:
-                self.connection().execute(statement)
+                # Retried once on a new connection if the old one died: a repeated COMMIT/
+                # ROLLBACK PREPARED of a finished gid answers 42704, decided by the marker.
+                self.run(lambda conn: conn.execute(statement))
                 return True
             except errors.UndefinedObject:
                 return False
@@ -136,9 +134,11 @@ class PreparedTransactions(LazyConnection):
 
     def prune_markers(self, pipeline: str, below_batch: int) -> int:
         """Delete markers of batches well behind ``below_batch`` (bounded growth)."""
-        cur = self.connection().execute(
-            "DELETE FROM eo.markers WHERE pipeline = %s AND batch_id < %s",
-            (pipeline, below_batch - MARKER_RETENTION_BATCHES),
+        cur = self.run(
+            lambda conn: conn.execute(
+                "DELETE FROM eo.markers WHERE pipeline = %s AND batch_id < %s",
+                (pipeline, below_batch - MARKER_RETENTION_BATCHES),
+            )
         )
         return cur.rowcount
 

@@ -1,0 +1,53 @@
+"""Connections that die or hang: a restart between two calls, a frozen lock holder."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from eo_jobs.pgserver import temporary_server
+from eo_jobs.protocol.control import STUCK_HOLDER_SECONDS, ControlStore
+from eo_jobs.protocol.xa import Outcome
+from tests.protocol import harness
+
+
+def test_a_postgres_restart_between_two_calls_costs_the_driver_nothing(tmp_path: Path) -> None:
+    with temporary_server(settings={"max_prepared_transactions": "8"}) as server:
+        dsn = server.create_database("restart")
+        harness.create_table(dsn)
+        coord = harness.coordinator(dsn, 1)
+        coord.startup()
+        assert coord.begin(harness.QUERY, 0, harness.offsets(0)) is None
+        prepared = [harness.prepare_task(coord, dsn, 0, 0, harness.batch_rows(0))]
+        decided = coord.decide(harness.QUERY, 0, prepared, harness.offsets(0), 0.0)
+        server.restart("immediate")  # the idle connections of both stores are now dead
+        assert coord.control.fence_epoch(harness.PIPELINE) == 1
+        store = coord.stores[harness.SINK]
+        assert store.commit(decided.winners[0].gid) == Outcome.COMMITTED
+        server.restart("fast")
+        assert store.in_doubt("eo1:") == []
+        assert coord.control.decision(harness.PIPELINE, harness.QUERY, 0) is not None
+
+
+def test_a_frozen_decision_holding_the_fence_row_does_not_block_the_next_epoch(
+    pg_dsn: str,
+) -> None:
+    control = ControlStore(pg_dsn)
+    control.ensure_schema()
+    control.raise_fence(harness.PIPELINE, 1)
+    frozen = psycopg.connect(pg_dsn)  # a driver frozen inside its decision transaction
+    frozen.execute(
+        "UPDATE eo.fence SET updated_at = clock_timestamp() WHERE pipeline = %s AND epoch = 1",
+        (harness.PIPELINE,),
+    )
+    started = time.monotonic()
+    change = ControlStore(pg_dsn).raise_fence(harness.PIPELINE, 2)
+    waited = time.monotonic() - started
+    assert (change.previous, change.current) == (1, 2)
+    assert STUCK_HOLDER_SECONDS <= waited < STUCK_HOLDER_SECONDS + 5, waited
+    with pytest.raises(psycopg.OperationalError):
+        frozen.execute("COMMIT")
+    assert frozen.broken
