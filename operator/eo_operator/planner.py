@@ -78,6 +78,8 @@ class Memory:
     backoff_until: datetime | None = None
     last_launch: datetime | None = None
     failed_generation: int | None = None
+    recovered_epoch: int | None = None
+    """Epoch of the last recovery that finished (status.recoveredEpoch)."""
     reason: str = ""
     message: str = ""
 
@@ -128,9 +130,16 @@ class Plan:
 
 
 def next_epoch(obs: Observation) -> int:
-    """The epoch to (re)launch with: a reserved-but-unused one, or one above everything."""
+    """The epoch to (re)launch with: a reserved-but-unused one, or one above everything.
+
+    "Used" includes the epoch of any driver pod observed, not only ``status.epoch``: the
+    operator can die between creating a pod and recording its epoch in status, and reusing
+    that epoch would run two drivers with one epoch (neither fenced against the other). A sink
+    fence above this (a re-created pipeline, a manual ``eo recover``) is handled by the
+    reconciler, which reads the fence before it reserves.
+    """
     reserved = obs.annotation_epoch or 0
-    used = obs.memory.epoch or 0
+    used = max(obs.memory.epoch or 0, obs.driver.epoch if obs.driver else 0)
     if reserved > used:
         return reserved
     return max(reserved, used) + 1
@@ -238,7 +247,9 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
                 actions,
                 2.0,
             )
-        if mem.phase != Phase.SUSPENDED:
+        # Suspended only counts once a recovery finished at the reserved epoch: a recovery
+        # that failed, or that reserved a higher epoch (a fence ahead), is planned again.
+        if mem.phase != Phase.SUSPENDED or (mem.recovered_epoch or 0) < (obs.annotation_epoch or 0):
             epoch = next_epoch(obs)
             memory = replace(
                 mem,

@@ -178,18 +178,21 @@ class Reconciler:
         self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, obs: Observation
     ) -> dict[str, Any]:
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
-        if (obs.annotation_epoch or 0) < epoch:
-            try:
-                obj = self.kube.reserve_epoch(obj, epoch)
-            except Conflict:
-                raise RetrySoon(
-                    f"{namespace}/{name} changed while reserving epoch {epoch}"
-                ) from None
         started = time.monotonic()
         sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline), self.kube)
         try:
             fence = sinks.bound.control
             fence.ensure_schema()
+            current = fence.fence_epoch(sinks.bound.pipeline)
+            if current is not None and current > epoch:
+                self._jump_above_fence(obj, pipeline, epoch, current)
+            if (obs.annotation_epoch or 0) < epoch:
+                try:
+                    obj = self.kube.reserve_epoch(obj, epoch)
+                except Conflict:
+                    raise RetrySoon(
+                        f"{namespace}/{name} changed while reserving epoch {epoch}"
+                    ) from None
             fence.raise_fence(sinks.bound.pipeline, epoch)
             if os.environ.get(FAULT_ENV) == "after-fence":
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -206,9 +209,34 @@ class Reconciler:
             f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
             f"{report.left} left"
         )
+        obj = self.kube.patch_status(namespace, name, {"recoveredEpoch": epoch}) or obj
         self.kube.event(obj, "Recovered", message)
         log.info("%s/%s: %s", namespace, name, message)
         return obj
+
+    def _jump_above_fence(
+        self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, fence: int
+    ) -> None:
+        """Reserve an epoch above a sink fence that is ahead of the plan, then re-plan.
+
+        The fence can be ahead after the pipeline was deleted and re-created under the same
+        name (the finalizer fenced it), or after a manual ``eo recover --epoch N``. Raising the
+        fence to the planned epoch would be refused forever; the epoch above it is reserved on
+        the object (guarded), so the next pass plans with it.
+        """
+        higher = fence + 1
+        try:
+            obj = self.kube.reserve_epoch(obj, higher)
+        except Conflict:
+            raise RetrySoon(f"{pipeline.key} changed while reserving epoch {higher}") from None
+        message = (
+            f"the sink fence of {pipeline.key} is at epoch {fence}, above the planned epoch "
+            f"{epoch} (the pipeline was re-created, or `eo recover --epoch` ran by hand); "
+            f"reserved epoch {higher}"
+        )
+        self.kube.event(obj, "FenceAhead", message, warning=True)
+        log.warning("%s", message)
+        raise RetrySoon(message)
 
     def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> None:
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name

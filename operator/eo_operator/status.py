@@ -37,6 +37,7 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         backoff_until=_time(status.get("backoffUntil")),
         last_launch=_time(status.get("lastLaunchTime")),
         failed_generation=status.get("failedGeneration"),
+        recovered_epoch=status.get("recoveredEpoch"),
         reason=status.get("reason") or "",
         message=status.get("message") or "",
     )

@@ -242,7 +242,16 @@ def test_suspend_stops_the_driver_then_recovers_then_stays_suspended() -> None:
     suspended = plan(_obs(stopping.memory, None, spec=spec, annotation=1))
     assert suspended.memory.phase is Phase.SUSPENDED
     assert [a.epoch for a in suspended.actions if a.kind is Kind.RECOVER] == [2]
-    assert plan(_obs(suspended.memory, None, spec=spec, annotation=2)).actions == []
+    # The reconciler records status.recoveredEpoch once that recovery finished.
+    done = replace(suspended.memory, recovered_epoch=2)
+    assert plan(_obs(done, None, spec=spec, annotation=2)).actions == []
+
+
+def test_a_suspend_whose_recovery_did_not_finish_plans_it_again() -> None:
+    spec = _spec(suspend=True)
+    unfinished = Memory(phase=Phase.SUSPENDED, epoch=1, recovered_epoch=1)
+    again = plan(_obs(unfinished, None, spec=spec, annotation=2))
+    assert [a.epoch for a in again.actions if a.kind is Kind.RECOVER] == [2]
 
 
 def test_resuming_relaunches_with_the_epoch_reserved_by_the_suspend() -> None:

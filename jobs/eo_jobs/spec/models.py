@@ -433,6 +433,8 @@ class PipelineStatus(Model):
     """The consistency level in force."""
     epoch: int | None = None
     """Fencing epoch of the current driver."""
+    recovered_epoch: int | None = None
+    """Epoch of the last recovery that finished (fence raised, in-doubt transactions resolved)."""
     driver_pod: str | None = None
     """Name of the current driver pod."""
     restarts: int = 0
