@@ -35,6 +35,8 @@ def _validate(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             continue
         print(f"OK {path}: {pipeline.key} ({pipeline.spec.guarantee})")
+        for warning in pipeline.spec.warnings():
+            print(f"  warning: {warning}")
     return 1 if failed else 0
 
 

@@ -14,6 +14,7 @@ INVALID = {
     "unknown-format.yaml": "spec.source.files.format",
     "table-without-schema.yaml": "spec.sinks[0].postgres.table",
     "two-sources.yaml": "spec.source",
+    "reserved-sink-name.yaml": "spec.sinks[0].name",
 }
 
 

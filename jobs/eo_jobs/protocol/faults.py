@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 POINTS = (
     "before-prepare",
@@ -53,4 +54,10 @@ def crash_point(
                 raise InjectedFaultError(f"fault injected at {point} of batch {batch_id}")
             return
         sig = signal.SIGSTOP if action == "stop" else signal.SIGKILL
-        os.kill(pid if pid is not None else os.getpid(), sig)
+        if pid is None:
+            # Signal the calling thread itself (tgkill): it stops or dies before kill returns
+            # to Python. A process-directed signal may be taken by another thread, and this
+            # one could run on for a moment (seen: a "before-decision" stop after the decision).
+            signal.pthread_kill(threading.get_ident(), sig)
+        else:
+            os.kill(pid, sig)

@@ -35,12 +35,10 @@ from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
 from eo_jobs.sinks.postgres.writer import PostgresWriter, storable_text
-from eo_jobs.spec.models import Guarantee, PipelineSpec
+from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, PipelineSpec
 
 log = logging.getLogger("eo.batch")
 
-DEAD_LETTER_SINK = "eo-dead-letter"
-"""Reserved participant name of the dead-letter table."""
 DEAD_LETTER_COLUMNS = ("pipeline", "batch_id", "raw", "reason")
 
 

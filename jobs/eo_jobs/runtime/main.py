@@ -34,19 +34,14 @@ from eo_jobs.protocol.errors import (
     FenceRegressionError,
 )
 from eo_jobs.protocol.registry import ControlMovedError
-from eo_jobs.runtime.batch import (
-    DEAD_LETTER_COLUMNS,
-    DEAD_LETTER_SINK,
-    BatchContext,
-    ForeachBatch,
-)
+from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 from eo_jobs.spec import Pipeline, load_pipeline, parse_pipeline
-from eo_jobs.spec.models import Guarantee
+from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee
 
 log = logging.getLogger("eo.run")
 

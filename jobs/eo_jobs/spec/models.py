@@ -233,13 +233,38 @@ class ControlDatabase(Model):
     decisions it holds are what keeps a replay from writing a decided batch again."""
 
 
+DEAD_LETTER_SINK = "eo-dead-letter"
+"""The participant name of the dead-letter table: no sink may take it."""
+
+
 class SinkSpec(Model):
     """One output of the pipeline. Every sink shows batch N together or not at all."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                f"self.name != '{DEAD_LETTER_SINK}'",
+                f"sink name {DEAD_LETTER_SINK} is reserved for the dead-letter table; "
+                "choose another name",
+                ".name",
+            )
+        )
+    )
 
     name: Annotated[str, StringConstraints(pattern=SINK_NAME_PATTERN, max_length=32)]
     """Short DNS-style name, unique in the pipeline (used in transaction ids and metrics)."""
     postgres: PostgresSink
     """A PostgreSQL table."""
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> SinkSpec:
+        if self.name == DEAD_LETTER_SINK:
+            raise FieldError(
+                "name",
+                f"sink name {DEAD_LETTER_SINK} is reserved for the dead-letter table (its "
+                "transactions would collide with this sink's); choose another name",
+            )
+        return self
 
 
 class DeadLetter(Model):
@@ -403,6 +428,16 @@ class PipelineSpec(Model):
                         "guarantee idempotent needs mode upsert with keyColumns on every sink",
                     )
         return self
+
+    def warnings(self) -> list[str]:
+        """Valid but risky choices a person should hear about (``eo validate`` prints them)."""
+        return [
+            f"spec.sinks[{i}].postgres.versionColumn: not set, so when one batch holds several "
+            "rows of a key, which one wins is undefined (Spark's shuffle does not keep source "
+            "order); set versionColumn to a column that orders the updates of a key"
+            for i, sink in enumerate(self.sinks)
+            if sink.postgres.mode == "upsert" and sink.postgres.version_column is None
+        ]
 
     def dead_letter_table(self) -> str:
         """The dead-letter table: explicit, or the first sink's table + ``_dead_letter``."""
