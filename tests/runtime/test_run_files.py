@@ -71,12 +71,6 @@ def test_a_driver_killed_at_a_random_moment_loses_and_duplicates_nothing(
     harness.assert_exact(pg_dsn, truth)
 
 
-@pytest.mark.skip(
-    reason="hung once in a full parallel run (the epoch-2 driver never got past startup while "
-    "the frozen epoch-1 driver's JVM was alive; passed in two other runs): under investigation. "
-    "The zombie case stays covered by tests/protocol/test_fencing.py and the operator's "
-    "test_a_zombie_on_a_lost_node_is_fenced_and_the_sink_stays_exact (real drivers)."
-)
 def test_a_frozen_zombie_driver_is_fenced_when_it_wakes_and_the_table_stays_exact(
     work: Path, pg_dsn: str
 ) -> None:
