@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.cluster.plugin import KubeCluster
@@ -38,44 +36,30 @@ def _pipeline(name: str, namespace: str, sinks: list[str], control: str | None) 
     }
 
 
-@pytest.fixture(scope="module")
-def crd(kube_cluster: KubeCluster) -> KubeCluster:
-    root = Path(__file__).resolve().parents[2]
-    kube_cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        str(root / "crds" / "exactlyoncepipelines.eo.dev.yaml"),
-    )
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/exactlyoncepipelines.eo.dev", "--timeout=60s"
-    )
-    return kube_cluster
-
-
 def _apply(cluster: KubeCluster, document: dict[str, Any], check: bool = True) -> Any:
     return cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(document), check=check)
 
 
 def test_reordering_the_sinks_without_an_explicit_control_database_is_rejected(
-    crd: KubeCluster, kube_namespace: str
+    crd_installed: KubeCluster, kube_namespace: str
 ) -> None:
-    _apply(crd, _pipeline("ledger", kube_namespace, ["a", "b"], None))
-    result = _apply(crd, _pipeline("ledger", kube_namespace, ["b", "a"], None), check=False)
+    _apply(crd_installed, _pipeline("ledger", kube_namespace, ["a", "b"], None))
+    result = _apply(
+        crd_installed, _pipeline("ledger", kube_namespace, ["b", "a"], None), check=False
+    )
     assert result.returncode != 0
     assert "first sink's database holds the decision log" in result.stderr, result.stderr
     # Adding a sink at the end keeps the first one: accepted.
-    _apply(crd, _pipeline("ledger", kube_namespace, ["a", "b", "c"], None))
+    _apply(crd_installed, _pipeline("ledger", kube_namespace, ["a", "b", "c"], None))
 
 
 def test_an_explicit_control_database_cannot_be_changed_or_removed(
-    crd: KubeCluster, kube_namespace: str
+    crd_installed: KubeCluster, kube_namespace: str
 ) -> None:
-    _apply(crd, _pipeline("ctl", kube_namespace, ["a", "b"], "control-db"))
-    _apply(crd, _pipeline("ctl", kube_namespace, ["b", "a"], "control-db"))
+    _apply(crd_installed, _pipeline("ctl", kube_namespace, ["a", "b"], "control-db"))
+    _apply(crd_installed, _pipeline("ctl", kube_namespace, ["b", "a"], "control-db"))
     for control in ("other-db", None):
         document = _pipeline("ctl", kube_namespace, ["b", "a"], control)
-        result = _apply(crd, document, check=False)
+        result = _apply(crd_installed, document, check=False)
         assert result.returncode != 0, json.dumps(document)
         assert "spec.control is immutable" in result.stderr, result.stderr

@@ -18,22 +18,6 @@ INVALID = {
 }
 
 
-@pytest.fixture(scope="module")
-def crd_installed(kube_cluster: KubeCluster) -> KubeCluster:
-    root = Path(__file__).resolve().parents[2]
-    kube_cluster.kubectl(
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        "-f",
-        str(root / "crds" / "exactlyoncepipelines.eo.dev.yaml"),
-    )
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/exactlyoncepipelines.eo.dev", "--timeout=60s"
-    )
-    return kube_cluster
-
-
 def test_the_example_is_accepted_and_listed_with_its_printer_columns(
     crd_installed: KubeCluster, repo_root: Path
 ) -> None:

@@ -5,47 +5,21 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from eo_jobs.pgserver import PgServer
 from eo_jobs.protocol.errors import EXIT_FENCED
-from tests.cluster.plugin import KubeCluster
 from tests.monitoring.prometheus_binaries import running_prometheus
 from tests.operator.cluster_env import (
-    Operator,
     Scene,
     alerts,
-    installed_operator,
-    make_scene,
     query,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def operator(
-    kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Operator]:
-    with installed_operator(kube_cluster, tmp_path_factory.mktemp("operator")) as running:
-        yield running
-
-
-@pytest.fixture
-def scene(
-    kube_cluster: KubeCluster,
-    operator: Operator,
-    kube_namespace: str,
-    pg_server: PgServer,
-    tmp_path: Path,
-) -> Scene:
-    dsn = pg_server.create_database(kube_namespace.replace("-", "_"))
-    return make_scene(kube_cluster, operator, kube_namespace, dsn, tmp_path)
 
 
 def _epoch(scene: Scene) -> int:

@@ -31,25 +31,14 @@ def test_the_dead_letter_participant_name_cannot_be_a_sink_name() -> None:
 def test_validate_warns_that_upsert_order_is_undefined_without_a_version_column(
     tmp_path: Path,
 ) -> None:
-    spec = tmp_path / "upsert.yaml"
-    spec.write_text(yaml.safe_dump(_document(mode="upsert", keyColumns=["order_id"])))
-    out = subprocess.run(
-        [sys.executable, "-m", "eo_jobs.cli", "validate", str(spec)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "warning: spec.sinks[0].postgres.versionColumn" in out and "undefined" in out
-    versioned = tmp_path / "versioned.yaml"
-    versioned.write_text(
-        yaml.safe_dump(
-            _document(mode="upsert", keyColumns=["order_id"], versionColumn="event_time")
+    def validate(name: str, **postgres: object) -> str:
+        spec = tmp_path / name
+        spec.write_text(
+            yaml.safe_dump(_document(mode="upsert", keyColumns=["order_id"], **postgres))
         )
-    )
-    out = subprocess.run(
-        [sys.executable, "-m", "eo_jobs.cli", "validate", str(versioned)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "warning" not in out
+        command = [sys.executable, "-m", "eo_jobs.cli", "validate", str(spec)]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+    out = validate("upsert.yaml")
+    assert "warning: spec.sinks[0].postgres.versionColumn" in out and "undefined" in out
+    assert "warning" not in validate("versioned.yaml", versionColumn="event_time")
