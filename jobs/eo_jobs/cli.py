@@ -61,13 +61,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from eo_jobs.protocol.recovery import sweep
 
     _, bound = _bound(args)
-    done = sweep(bound.control, bound.stores, bound.pipeline)
-    print(
-        json.dumps(
-            {"committed": done.committed, "rolled_back": done.rolled_back, "left": done.left},
-            indent=2,
-        )
-    )
+    print(json.dumps(sweep(bound.control, bound.stores, bound.pipeline).as_json(), indent=2))
     return 0
 
 
@@ -97,6 +91,17 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _forget(args: argparse.Namespace) -> int:
+    _, bound = _bound(args)
+    control = bound.control
+    known = control.queries(bound.pipeline) if control.has_control_tables() else []
+    if args.query_id not in {query for query, _ in known}:
+        listed = ", ".join(f"{q} (last batch {b})" for q, b in known) or "none"
+        print(
+            f"eo: no decisions of query {args.query_id} for {bound.pipeline} in its control "
+            f"database (queries with decisions: {listed}); nothing to forget",
+            file=sys.stderr,
+        )
+        return 1
     if not args.yes:
         print(
             "forget-query deletes decisions; re-run with --yes if the stream really "
@@ -104,8 +109,7 @@ def _forget(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    _, bound = _bound(args)
-    count = bound.control.forget_query(bound.pipeline, args.query_id)
+    count = control.forget_query(bound.pipeline, args.query_id)
     print(json.dumps({"pipeline": bound.pipeline, "query_id": args.query_id, "deleted": count}))
     return 0
 

@@ -216,6 +216,20 @@ class ControlStore(LazyConnection):
         """Create the control tables if they are missing."""
         self.run(ensure_schema)
 
+    def has_control_tables(self) -> bool:
+        """Whether this database holds the fence and the decision log (read-only check).
+
+        Commands that only report (``eo sweep``, ``eo forget-query``) ask first, so that a
+        database the pipeline never ran against is reported as such instead of failing.
+        """
+        row = self.run(
+            lambda conn: conn.execute(
+                "SELECT to_regclass('eo.fence') IS NOT NULL "
+                "AND to_regclass('eo.decisions') IS NOT NULL"
+            ).fetchone()
+        )
+        return row == (True,)
+
     def fence_epoch(self, pipeline: str) -> int | None:
         """Current fence of a pipeline, or ``None`` before its first driver."""
         row = self.run(
@@ -332,16 +346,20 @@ class ControlStore(LazyConnection):
         )
         return None if row is None else _decision(row)
 
-    def other_queries(self, pipeline: str, query_id: str) -> list[tuple[str, int]]:
-        """Other query ids with decisions for this pipeline, with their last batch."""
+    def queries(self, pipeline: str) -> list[tuple[str, int]]:
+        """Query ids with decisions for this pipeline, with their last batch, oldest first."""
         rows = self.run(
             lambda conn: conn.execute(
-                """SELECT query_id, max(batch_id) FROM eo.decisions
-                   WHERE pipeline = %s AND query_id <> %s GROUP BY query_id""",
-                (pipeline, query_id),
+                """SELECT query_id, max(batch_id) FROM eo.decisions WHERE pipeline = %s
+                   GROUP BY query_id ORDER BY min(decided_at)""",
+                (pipeline,),
             ).fetchall()
         )
         return [(str(q), int(b)) for q, b in rows]
+
+    def other_queries(self, pipeline: str, query_id: str) -> list[tuple[str, int]]:
+        """Other query ids with decisions for this pipeline, with their last batch."""
+        return [(q, b) for q, b in self.queries(pipeline) if q != query_id]
 
     def has_decisions(self, pipeline: str, query_id: str) -> bool:
         """Whether the query has decided any batch."""

@@ -144,14 +144,97 @@ def recover(
     )
 
 
-def sweep(control: ControlStore, stores: Stores, pipeline: str) -> Resolution:
+@dataclass(frozen=True)
+class Kept:
+    """A prepared transaction the sweep left alone, and why."""
+
+    gid: str
+    sink: str
+    epoch: int
+    batch: int
+    reason: str
+
+
+@dataclass
+class SweepReport(Resolution):
+    """A resolve pass below the fence, plus what it left and why (printed by ``eo sweep``)."""
+
+    fence: int | None = None
+    kept: list[Kept] = field(default_factory=list)
+    note: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON shape printed by ``eo sweep``."""
+        shape: dict[str, Any] = {
+            "fence": self.fence,
+            "committed": self.committed,
+            "rolled_back": self.rolled_back,
+            "left": self.left,
+            "kept": [vars(k) for k in self.kept],
+        }
+        if self.note is not None:
+            shape["note"] = self.note
+        return shape
+
+
+def sweep(control: ControlStore, stores: Stores, pipeline: str) -> SweepReport:
     """Resolve prepared transactions whose epoch is below the fence; safe at any time.
 
     A zombie can still PREPARE after a recovery (Kubernetes cannot promise an old pod on a
     lost node is dead), and such a transaction holds locks and blocks VACUUM until someone
-    ends it. The live epoch's transactions are never touched here.
+    ends it. The live epoch's transactions are never touched here: they are reported as kept,
+    with the reason, so a person knows what is not the sweep's to end. Creates nothing: a
+    control database the pipeline never ran against is reported, not initialised.
     """
-    fence = control.fence_epoch(pipeline)
+    if not isinstance(stores, Mapping):
+        stores = list(stores)
+    fence = control.fence_epoch(pipeline) if control.has_control_tables() else None
     if fence is None:
-        return Resolution()
-    return resolve(control, stores, pipeline, select=lambda gid: gid.epoch < fence)
+        return SweepReport(
+            kept=_kept(stores, pipeline, lambda _gid: NO_FENCE_REASON),
+            note=f"the control database has no fence for {pipeline}: the pipeline never ran "
+            "against it, so nothing can be decided or swept there",
+        )
+    done = resolve(control, stores, pipeline, select=lambda gid: gid.epoch < fence)
+    return SweepReport(
+        committed=done.committed,
+        rolled_back=done.rolled_back,
+        left=done.left,
+        fence=fence,
+        kept=_kept(stores, pipeline, lambda gid: _live_reason(gid, fence)),
+    )
+
+
+NO_FENCE_REASON = (
+    "no fence for the pipeline in the control database: nothing can decide it (is this the "
+    "control database the pipeline ran against?)"
+)
+
+
+def _live_reason(gid: Gid, fence: int) -> str | None:
+    """Why the sweep leaves ``gid``; ``None`` below the fence (those it resolves)."""
+    if gid.epoch < fence:
+        return None
+    if gid.epoch == fence:
+        return (
+            f"epoch {gid.epoch} is the live epoch (fence {fence}): its driver may still decide "
+            f"batch {gid.batch}; once that driver is known dead, `eo recover --epoch "
+            f"{fence + 1}` resolves it"
+        )
+    return (
+        f"epoch {gid.epoch} is above the fence ({fence}): a driver launched with it may still "
+        f"decide batch {gid.batch}"
+    )
+
+
+def _kept(stores: Stores, pipeline: str, reason: Callable[[Gid], str | None]) -> list[Kept]:
+    """Every prepared transaction of the pipeline ``reason`` gives a reason to leave."""
+    names = {sink_token(n): n for n in stores} if isinstance(stores, Mapping) else {}
+    kept: list[Kept] = []
+    for store in distinct(stores):
+        for item in store.in_doubt(pipeline_prefix(pipeline)):
+            why = reason(item.parsed)
+            if why is not None:
+                sink = names.get(item.parsed.sink, item.parsed.sink)
+                kept.append(Kept(item.gid, sink, item.parsed.epoch, item.parsed.batch, why))
+    return kept
