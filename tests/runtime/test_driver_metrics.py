@@ -21,6 +21,8 @@ CONTRACT = {
     "eo_driver_fenced_attempts": "counter",
     "eo_driver_epoch": "gauge",
     "eo_driver_last_batch_id": "gauge",
+    "eo_driver_last_trigger_timestamp_seconds": "gauge",
+    "eo_driver_source_offsets_behind_latest": "gauge",
 }
 ORDERS = {"pipeline": "orders"}
 

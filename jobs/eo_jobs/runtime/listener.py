@@ -3,6 +3,12 @@
 ``foreachBatch`` logs the protocol timings (prepare / decide / commit); this listener adds
 what only Spark knows: input rows, the trigger's phases and the query's state, one JSON line
 per progress event, so a single ``kubectl logs`` shows both halves of a batch.
+
+It is also the driver's heartbeat. Spark runs no micro-batch when a source has no new data, so
+the decision log cannot tell an idle pipeline from a stuck one; Spark does tell the listener
+about every trigger that ran (``onQueryProgress`` after a batch, ``onQueryIdle`` when there was
+nothing to read), and each of them sets ``eo_driver_last_trigger_timestamp_seconds``. A batch
+that hangs sends neither, so the heartbeat goes stale exactly when the pipeline is stuck.
 """
 
 from __future__ import annotations
@@ -13,14 +19,38 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from eo_jobs.runtime.metrics import DriverMetrics
+
 log = logging.getLogger("eo.progress")
+
+LAG_METRIC = "maxOffsetsBehindLatest"
+"""What a Kafka source reports as input still waiting (per source, in offsets)."""
+
+
+def offsets_behind_latest(sources: Any) -> float | None:
+    """The input waiting behind the last trigger, summed over the sources that report it.
+
+    None when no source reports it (file sources do not), so "unknown" never reads as "0".
+    """
+    total: float | None = None
+    for source in sources or ():
+        value = (getattr(source, "metrics", None) or {}).get(LAG_METRIC)
+        if value is None:
+            continue
+        try:
+            behind = max(0.0, float(value))
+        except (TypeError, ValueError):
+            continue
+        total = behind if total is None else total + behind
+    return total
 
 
 class ProgressListener(StreamingQueryListener):
     """One log line per batch and per query start/termination."""
 
-    def __init__(self, pipeline: str) -> None:
+    def __init__(self, pipeline: str, metrics: DriverMetrics | None = None) -> None:
         self.pipeline = pipeline
+        self.metrics = metrics
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
         """Log the query id (it ties the checkpoint to the decision log)."""
@@ -37,8 +67,10 @@ class ProgressListener(StreamingQueryListener):
         )
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
-        """Spark's progress of one micro-batch."""
+        """Spark's progress of one micro-batch; also a heartbeat (a trigger ran)."""
         p = event.progress
+        if self.metrics is not None:
+            self.metrics.trigger(offsets_behind_latest(p.sources))
         print(
             json.dumps(
                 {
@@ -52,7 +84,9 @@ class ProgressListener(StreamingQueryListener):
         )
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        """Nothing to do when idle."""
+        """A trigger ran and found no new input: the pipeline is idle, not stuck."""
+        if self.metrics is not None:
+            self.metrics.trigger()
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         """Log how the query ended."""
