@@ -268,7 +268,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             else None
         ),
     )
-    listener = ProgressListener(pipeline.key)
+    listener = ProgressListener(pipeline.key, metrics)
     spark.streams.addListener(listener)
     writer = (
         read_source(spark, spec)
