@@ -183,6 +183,24 @@ class FenceChange:
     current: int
 
 
+def _terminate_holders(dsn: str, waiter: int) -> None:
+    """Terminate the backends that block ``waiter`` and wait for nothing themselves.
+
+    A frozen decision transaction waits for nothing; another raise of the same pipeline queued
+    before ``waiter`` does (on the same holder), and is left to finish. Zero stands for a
+    prepared transaction, which has no backend.
+    """
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        rows = conn.execute(
+            """SELECT pid, pg_terminate_backend(pid) FROM unnest(pg_blocking_pids(%s)) AS pid
+               WHERE pid <> 0 AND cardinality(pg_blocking_pids(pid)) = 0""",
+            (waiter,),
+        ).fetchall()
+    for pid, ended in rows:
+        if ended:
+            log.warning("terminated backend %s: it held the fence row too long", pid)
+
+
 @contextlib.contextmanager
 def _terminating_stuck_holders(dsn: str, waiter: int) -> Iterator[None]:
     """While the block runs, end backends that keep ``waiter`` waiting too long."""
@@ -190,15 +208,17 @@ def _terminating_stuck_holders(dsn: str, waiter: int) -> Iterator[None]:
 
     def watch() -> None:
         while not done.wait(STUCK_HOLDER_SECONDS):
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-                row = conn.execute("SELECT pg_blocking_pids(%s)", (waiter,)).fetchone()
-                for pid in row[0] if row else []:
-                    conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                    log.warning(
-                        "terminated backend %s: it held the fence row for %.0fs",
-                        pid,
-                        STUCK_HOLDER_SECONDS,
-                    )
+            try:
+                _terminate_holders(dsn, waiter)
+            except psycopg.Error as exc:
+                # Without the privilege the raise ends with its lock timeout instead.
+                log.warning(
+                    "cannot end the backend holding the fence row for %.0fs: %s (the fencing "
+                    "role needs pg_signal_backend, or to be the holder's role)",
+                    STUCK_HOLDER_SECONDS,
+                    str(exc).strip(),
+                )
+                return
 
     watcher = threading.Thread(target=watch, name="eo-fence-watch", daemon=True)
     watcher.start()
