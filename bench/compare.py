@@ -1,12 +1,20 @@
-"""Exactly-once vs at-least-once vs Spark's own JDBC writer, on one data set, in one run.
+"""eo against Spark's JDBC writer and the two ceilings, at several batch sizes, in one run.
 
-``python -m bench.compare [--events 200000] [--files 20] [--partitions 2] [--repeat 1]``
-generates the events once, starts one embedded PostgreSQL, and runs every variant (see
-``bench/variants.py``) against its own fresh database, rotating the order on each repeat so
-that a busy moment of the machine does not always hit the same variant. After each run the
-table is audited against the events, so the figures come with their correctness.
+``python -m bench.compare --sizes small,medium,large`` generates the events once, starts one
+embedded PostgreSQL, and at each batch size runs every variant (``bench/variants.py``: eo
+exactly-once, at-least-once and idempotent upsert, Spark's JDBC writer, Spark into ``noop``,
+raw ``COPY``) against its own fresh database, rotating the order on each repeat; every table is
+audited against the events. Then, without Spark, the protocol's own costs
+(``bench/protocol.py``), and one SIGKILL of a real driver with its restart
+(``bench/recovery.py``).
 
-Exit code 0 when every driver exited 0 and every exactly-once run is exact.
+Sizes: ``small`` (20,000 rows per batch), ``medium`` (200,000), ``large`` (1,000,000), or
+``ROWSxBATCHES`` such as ``2000x3``; ``--events/--files/--files-per-trigger`` still describe
+one size the old way.
+
+Exit code 0 when every driver exited 0, every exactly-once run (and the kill test) is exact,
+no variant that writes lost or changed a row, and the in-doubt resolution was exact. Targets
+(issue 13) are reported, never enforced: a miss is a finding, not a broken bench.
 """
 
 from __future__ import annotations
@@ -21,18 +29,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench import data, runner
+from bench import copy_ceiling, data, protocol, recovery, runner
 from bench.variants import (
     BY_NAME,
     REPO,
-    TABLE,
     VARIANTS,
     Shape,
     Variant,
@@ -44,47 +51,121 @@ from bench.variants import (
 )
 from eo_jobs.pgserver import PgServer, temporary_server
 
-HEADERS = (
-    "variant",
-    "runs",
-    "events",
-    "wall s",
-    "streaming s",
-    "best streaming s",
-    "rows/s",
-    "batch p50 s",
-    "batch p95 s",
-    "batches",
-    "decide+commit p50 ms",
-    "duplicates",
-    "missing",
-    "wrong",
-    "load 1m",
+JSON_SCHEMA = "eo-bench/2"
+"""Bumped whenever a JSON field is renamed or changes meaning (``bench/README.md`` lists them)."""
+PRESETS = {"small": (20_000, 6), "medium": (200_000, 4), "large": (1_000_000, 3)}
+"""Name -> (rows per batch, batches). Every size has at least 3 batches: the first one carries
+the warm-up (JIT, Python workers), the steady rate is measured over the others."""
+EVENTS_PER_FILE = 10_000
+PHASE2_PARTITIONS = (1, 4, 16, 64)
+PHASE2_SINKS = (1, 2)
+RATIOS = (
+    ("eo_alo", "at-least-once"),
+    ("eo_jdbc", "spark-jdbc"),
+    ("eo_noop", "spark-noop"),
+    ("eo_copy", "copy"),
 )
+"""JSON key -> the variant exactly-once's rows/s is divided by."""
+RATIO_LABELS = {
+    "eo_alo": "EO/ALO",
+    "eo_jdbc": "EO/JDBC",
+    "eo_noop": "EO/noop",
+    "eo_copy": "EO/COPY",
+}
+
+
+@dataclass(frozen=True)
+class Size:
+    """One batch size: how many rows each batch gets and how many batches run."""
+
+    name: str
+    rows_per_batch: int
+    batches: int
+    events_per_file: int
+
+    @property
+    def files_per_trigger(self) -> int:
+        """``maxFilesPerTrigger``: batches are cut by files."""
+        return self.rows_per_batch // self.events_per_file
+
+    @property
+    def files(self) -> int:
+        """Input files of this size."""
+        return self.files_per_trigger * self.batches
+
+    @property
+    def events(self) -> int:
+        """Orders 0 .. events-1 are its input."""
+        return self.rows_per_batch * self.batches
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One run of one variant: timings from the outside, audit of its table."""
+    """One run of one variant at one size: timings from the outside, audit of its table."""
 
     variant: str
+    size: str
     code: int
     wall: float
     streaming: float
+    steady: float
     batch_seconds: tuple[float, ...]
     protocol_ms: tuple[float, ...]
-    audit: data.Audit
+    audit: data.Audit | None
+    """None for ``spark-noop`` (it writes nothing)."""
     load: float
     """1-minute load average when the run started."""
     log: str
 
+    def problem(self, batches: int) -> str | None:
+        """Why this run fails the bench (None when it does not)."""
+        variant = BY_NAME[self.variant]
+        if self.code != 0:
+            return f"exit {self.code} (log {self.log})"
+        if len(self.batch_seconds) != batches:
+            return f"{len(self.batch_seconds)} batches timed, {batches} expected (log {self.log})"
+        if self.audit is None:
+            return None
+        if variant.two_phase and not self.audit.exact:
+            return f"not exact: {self.audit}"
+        if self.audit.missing or self.audit.wrong or self.audit.unexpected:
+            return f"lost or changed rows: {self.audit}"
+        return None
 
-@dataclass(frozen=True)
+
+@dataclass
 class Results:
-    """Everything measured: the machine, and the runs of each variant."""
+    """Everything measured."""
 
     environment: dict[str, Any]
-    measured: dict[str, list[Measured]]
+    measured: dict[str, dict[str, list[Measured]]] = field(default_factory=dict)
+    phase2: list[protocol.Phase2] = field(default_factory=list)
+    in_doubt: protocol.InDoubt | None = None
+    recovery: recovery.Recovery | None = None
+
+
+def _sizes(value: str, events_per_file: int) -> list[Size]:
+    sizes: list[Size] = []
+    for item in value.split(","):
+        name = item.strip()
+        if name in PRESETS:
+            rows, batches = PRESETS[name]
+        else:
+            rows_text, _, batches_text = name.partition("x")
+            try:
+                rows, batches = int(rows_text), int(batches_text or "3")
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"size {name!r}: use small, medium, large or ROWSxBATCHES"
+                ) from None
+        per_file = min(events_per_file, rows)
+        if rows < 1 or batches < 1 or rows % per_file:
+            raise argparse.ArgumentTypeError(
+                f"size {name!r}: rows per batch must be a positive multiple of "
+                f"--events-per-file ({per_file})"
+            )
+        sizes.append(Size(name, rows, batches, per_file))
+    return sizes
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -93,30 +174,79 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--events", type=int, default=200_000, help="order events to generate")
     parser.add_argument(
-        "--files", type=int, default=20, help="JSON-lines files to spread them over"
+        "--sizes",
+        default="small,medium,large",
+        help="comma-separated batch sizes: small, medium, large or ROWSxBATCHES",
     )
-    parser.add_argument("--files-per-trigger", type=int, default=2, help="maxFilesPerTrigger")
+    parser.add_argument("--events-per-file", type=int, default=EVENTS_PER_FILE)
+    parser.add_argument("--events", type=int, help="one size the old way: order events")
+    parser.add_argument("--files", type=int, help="... spread over this many files")
+    parser.add_argument("--files-per-trigger", type=int, help="... maxFilesPerTrigger")
     parser.add_argument("--partitions", type=int, default=2, help="writer tasks per batch")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of every variant")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of every variant per size")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="local[cores]")
     parser.add_argument("--memory", default="1g", help="driver memory")
     parser.add_argument(
         "--variants",
         default=",".join(v.name for v in VARIANTS),
-        help="comma-separated subset of: " + ", ".join(BY_NAME),
+        help="comma-separated subset of: " + ", ".join(BY_NAME) + " (empty: none)",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per driver run")
+    parser.add_argument("--phase2-partitions", default=",".join(map(str, PHASE2_PARTITIONS)))
+    parser.add_argument("--phase2-sinks", default=",".join(map(str, PHASE2_SINKS)))
+    parser.add_argument("--phase2-batches", type=int, default=5, help="batches per shape")
+    parser.add_argument("--in-doubt", type=int, default=1000, help="transactions to resolve")
+    parser.add_argument("--no-protocol", action="store_true", help="skip the Spark-free part")
+    parser.add_argument(
+        "--recovery-size",
+        default="20000x6",
+        help="input of the SIGKILL test (ROWSxBATCHES); 'none' skips it",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work folder and logs")
     args = parser.parse_args(argv)
-    unknown = [n for n in args.variants.split(",") if n not in BY_NAME]
+    names = [n for n in args.variants.split(",") if n]
+    unknown = [n for n in names if n not in BY_NAME]
     if unknown:
         parser.error(f"unknown variant(s) {unknown}; choose from {list(BY_NAME)}")
-    if min(args.events, args.files, args.files_per_trigger, args.partitions, args.repeat) < 1:
-        parser.error("--events, --files, --files-per-trigger, --partitions, --repeat must be >= 1")
+    args.chosen = [BY_NAME[n] for n in names]
+    if min(args.partitions, args.repeat, args.events_per_file, args.phase2_batches) < 1:
+        parser.error("--partitions, --repeat, --events-per-file, --phase2-batches must be >= 1")
+    try:
+        _derive(args)
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        parser.error(str(exc))
     return args
+
+
+def _derive(args: argparse.Namespace) -> None:
+    """Sizes, the recovery input and the phase-2 shapes from the flags (ValueError: bad)."""
+    if args.events is not None or args.files is not None or args.files_per_trigger:
+        events = args.events or 200_000
+        files = args.files or 20
+        per_trigger = args.files_per_trigger or 2
+        if events % files or files % per_trigger or min(events, files, per_trigger) < 1:
+            raise ValueError("--events must split evenly into --files, and those into batches")
+        per_file = events // files
+        args.sizes = [Size("custom", per_file * per_trigger, files // per_trigger, per_file)]
+    else:
+        args.sizes = _sizes(args.sizes, args.events_per_file)
+    args.recovery = (
+        None
+        if args.recovery_size == "none"
+        else _sizes(args.recovery_size, args.events_per_file)[0]
+    )
+    # One set of files serves every size: they must agree on the events per file.
+    everything = args.sizes + ([args.recovery] if args.recovery else [])
+    per_file = min(s.events_per_file for s in everything)
+    if any(s.rows_per_batch % per_file for s in everything):
+        raise ValueError(f"every batch size must be a multiple of {per_file} events per file")
+    args.sizes = [replace(s, events_per_file=per_file) for s in args.sizes]
+    if args.recovery:
+        args.recovery = replace(args.recovery, events_per_file=per_file)
+    args.phase2_partitions = [int(x) for x in args.phase2_partitions.split(",") if x]
+    args.phase2_sinks = [int(x) for x in args.phase2_sinks.split(",") if x]
 
 
 def say(message: str) -> None:
@@ -125,170 +255,427 @@ def say(message: str) -> None:
 
 
 def measure(
-    server: PgServer, variant: Variant, shape: Shape, folder: Path, events: int, timeout: float
+    server: PgServer,
+    variant: Variant,
+    size: Size,
+    shape: Shape,
+    folder: Path,
+    csv: copy_ceiling.CsvFile | None,
+    timeout: float,
 ) -> Measured:
     """Run one variant against a new database and audit what it wrote."""
     folder.mkdir(parents=True)
     database = folder.name.replace("-", "_")
     dsn = server.create_database(database)
-    data.create_table(dsn, TABLE)
-    spec = pipeline_file(folder, variant, shape)
-    jdbc_url = f"jdbc:postgresql://127.0.0.1:{server.port}/{database}"
+    data.create_table(dsn, variant.table, key=variant.mode == "upsert")
     load = os.getloadavg()[0]
-    run = runner.run(
-        command(variant, spec, jdbc_url),
-        environment(variant, dsn),
-        folder / "driver.log",
-        REPO,
-        timeout,
-    )
+    if variant.spark:
+        spec = pipeline_file(folder, variant, shape)
+        jdbc_url = f"jdbc:postgresql://127.0.0.1:{server.port}/{database}"
+        run = runner.run(
+            command(variant, spec, jdbc_url), environment(dsn), folder / "driver.log", REPO, timeout
+        )
+    else:
+        assert csv is not None
+        run = copy_ceiling.run(
+            dsn,
+            variant.table,
+            csv,
+            size.batches,
+            size.files_per_trigger,
+            shape.partitions,
+            folder / "copy.log",
+        )
     if run.code != 0:
         say(f"{variant.name} exited {run.code}; last lines of {run.log}:\n{run.tail()}")
     return Measured(
         variant=variant.name,
+        size=size.name,
         code=run.code,
         wall=run.wall,
         streaming=run.streaming,
+        steady=run.steady,
         batch_seconds=tuple(b.seconds for b in run.batches),
         protocol_ms=tuple(b.protocol_ms for b in run.batches if b.protocol_ms is not None),
-        audit=data.audit(dsn, TABLE, events),
+        audit=data.audit(dsn, variant.table, size.events) if variant.writes else None,
         load=load,
         log=str(run.log),
     )
 
 
-def summarize(variant: str, runs: list[Measured], events: int) -> dict[str, Any]:
-    """One table row: medians (and the best) over runs, percentiles over every batch, worst audit.
+def _rate(rows: float, seconds: float) -> float:
+    return rows / seconds if seconds > 0 else 0.0
 
-    On a shared machine noise only ever adds time, so the best run is the closest to what the
-    write path itself costs; the median shows what a run typically got.
+
+def summarize(size: Size, variant: str, runs: list[Measured]) -> dict[str, Any]:
+    """One table row (stable JSON field names): medians over runs, percentiles over batches.
+
+    ``rows_per_s`` is the steady rate: the rows of every batch but the first over the time from
+    the first batch's end to the last one's (the first batch carries the JIT and Python-worker
+    warm-up, which a long-running pipeline pays once). ``rows_per_s_whole`` counts every batch.
     """
-    streaming = statistics.median(r.streaming for r in runs)
     batches = [s for r in runs for s in r.batch_seconds]
-    protocol = [ms for r in runs for ms in r.protocol_ms]
+    protocol_ms = [ms for r in runs for ms in r.protocol_ms]
+    steady = [_rate(size.rows_per_batch * (len(r.batch_seconds) - 1), r.steady) for r in runs]
+    whole = [_rate(size.rows_per_batch * len(r.batch_seconds), r.streaming) for r in runs]
+    audits = [r.audit for r in runs if r.audit is not None]
     return {
         "variant": variant,
+        "size": size.name,
+        "rows_per_batch": size.rows_per_batch,
+        "events": size.events,
         "runs": len(runs),
-        "events": events,
-        "wall s": statistics.median(r.wall for r in runs),
-        "streaming s": streaming,
-        "best streaming s": min(r.streaming for r in runs),
-        "rows/s": events / streaming if streaming > 0 else 0.0,
-        "batch p50 s": runner.percentile(batches, 0.50),
-        "batch p95 s": runner.percentile(batches, 0.95),
         "batches": len(batches) // len(runs),
-        "decide+commit p50 ms": runner.percentile(protocol, 0.50) if protocol else "-",
-        "duplicates": max(r.audit.duplicates for r in runs),
-        "missing": max(r.audit.missing for r in runs),
-        "wrong": max(r.audit.wrong + r.audit.unexpected for r in runs),
-        "load 1m": statistics.mean(r.load for r in runs),
+        "rows_per_s": statistics.median(steady),
+        "best_rows_per_s": max(steady),
+        "rows_per_s_whole": statistics.median(whole),
+        "wall_s": statistics.median(r.wall for r in runs),
+        "streaming_s": statistics.median(r.streaming for r in runs),
+        "steady_s": statistics.median(r.steady for r in runs),
+        "batch_p50_s": runner.percentile(batches, 0.50),
+        "batch_p95_s": runner.percentile(batches, 0.95),
+        "first_batch_s": statistics.median(r.batch_seconds[0] for r in runs if r.batch_seconds)
+        if batches
+        else None,
+        "decide_commit_p50_ms": runner.percentile(protocol_ms, 0.50) if protocol_ms else None,
+        "duplicates": max((a.duplicates for a in audits), default=None),
+        "missing": max((a.missing for a in audits), default=None),
+        "wrong": max((a.wrong + a.unexpected for a in audits), default=None),
+        "in_doubt": max((a.in_doubt for a in audits), default=None),
+        "exact": all(a.exact for a in audits) if audits else None,
+        "load_1m": statistics.mean(r.load for r in runs),
     }
 
 
-def _cell(value: Any) -> str:
+def ratios(rows: list[dict[str, Any]], key: str) -> dict[str, float | None]:
+    """exactly-once's rate over each baseline's (``key``: ``rows_per_s`` or ``..._whole``)."""
+    by = {row["variant"]: row[key] for row in rows}
+    eo = by.get("exactly-once")
+    return {
+        name: (eo / by[other] if eo is not None and by.get(other) else None)
+        for name, other in RATIOS
+    }
+
+
+TARGETS = (
+    ("EO/JDBC >= 2.0 at 200k rows per batch", "medium", "eo_jdbc", 2.0),
+    ("EO/JDBC >= 2.0 at 1M rows per batch", "large", "eo_jdbc", 2.0),
+    ("EO/JDBC >= 1.0 at 20k rows per batch", "small", "eo_jdbc", 1.0),
+    ("EO/ALO >= 0.9 at 20k rows per batch", "small", "eo_alo", 0.9),
+    ("EO/ALO >= 0.9 at 200k rows per batch", "medium", "eo_alo", 0.9),
+    ("EO/ALO >= 0.9 at 1M rows per batch", "large", "eo_alo", 0.9),
+    ("EO/noop >= 0.3 at 1M rows per batch", "large", "eo_noop", 0.3),
+)
+
+
+def targets(sizes: list[dict[str, Any]], results: Results) -> list[dict[str, Any]]:
+    """Issue 13's targets that this run measured: value, threshold, met."""
+    found: list[dict[str, Any]] = []
+    by_size = {s["size"]: s for s in sizes}
+    for name, size, ratio, threshold in TARGETS:
+        value = by_size.get(size, {}).get("ratios", {}).get(ratio)
+        if value is not None:
+            found.append(
+                {"target": name, "value": value, "threshold": threshold, "met": value >= threshold}
+            )
+    if results.in_doubt is not None and results.in_doubt.transactions == 1000:
+        value = results.in_doubt.seconds
+        found.append(
+            {
+                "target": "1,000 in-doubt resolved < 2 s",
+                "value": value,
+                "threshold": 2.0,
+                "met": value < 2.0,
+            }
+        )
+    if results.recovery is not None:
+        value = results.recovery.fence_resolve_s
+        found.append(
+            {
+                "target": "fence + resolve < 1 s",
+                "value": value,
+                "threshold": 1.0,
+                "met": value < 1.0,
+            }
+        )
+    return found
+
+
+def _cell(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
     if isinstance(value, float):
-        return f"{value:,.0f}" if value >= 1000 else f"{value:.2f}"
+        return f"{value:,.0f}" if value >= 1000 else f"{value:.{digits}f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """A Markdown table (it pastes into bench/README.md as is)."""
-    cells = [[_cell(row[h]) for h in HEADERS] for row in rows]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEADERS)]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(HEADERS, widths, strict=True)) + " |"]
+def markdown(headers: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table, padded (it pastes into bench/README.md as is)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for row_cells in cells:
+    for row in rows:
         padded = [
             c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row_cells, widths, strict=True))
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
         ]
         lines.append("| " + " | ".join(padded) + " |")
     return "\n".join(lines)
 
 
+VARIANT_COLUMNS = (
+    ("variant", "variant"),
+    ("rows/s", "rows_per_s"),
+    ("rows/s whole run", "rows_per_s_whole"),
+    ("batches", "batches"),
+    ("first batch s", "first_batch_s"),
+    ("batch p50 s", "batch_p50_s"),
+    ("decide+commit p50 ms", "decide_commit_p50_ms"),
+    ("dup", "duplicates"),
+    ("missing", "missing"),
+    ("wrong", "wrong"),
+    ("prepared left", "in_doubt"),
+    ("load 1m", "load_1m"),
+)
+
+
 def machine(server: PgServer) -> dict[str, Any]:
-    """What the figures depend on: cores, load, versions."""
+    """What the figures depend on: cores, memory, load, versions."""
     with psycopg.connect(server.dsn()) as conn:
         row = conn.execute("SHOW server_version").fetchone()
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(),
-        "load average (1, 5, 15 min)": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "memory_gib": round(memory, 1),
+        "load_average_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "python": platform.python_version(),
         "pyspark": importlib.metadata.version("pyspark"),
         "pyarrow": importlib.metadata.version("pyarrow"),
         "psycopg": importlib.metadata.version("psycopg"),
         "java": (java.stderr.splitlines() or ["?"])[0],
         "postgresql": row[0] if row else "?",
-        "postgresql jdbc": pgjdbc_version(),
+        "postgresql_jdbc": pgjdbc_version(),
     }
 
 
-def run_all(args: argparse.Namespace, chosen: list[Variant], shape: Shape) -> Results:
-    """Every variant ``--repeat`` times on one server, the order rotated on each repeat."""
-    measured: dict[str, list[Measured]] = {v.name: [] for v in chosen}
-    with temporary_server() as server:
-        env = machine(server)
-        for repeat in range(args.repeat):
-            turn = repeat % len(chosen)
-            for variant in chosen[turn:] + chosen[:turn]:
-                say(f"run {repeat + 1}/{args.repeat}: {variant.name}")
-                folder = shape.source.parent / f"{variant.name}-{repeat}"
-                result = measure(server, variant, shape, folder, args.events, args.timeout)
-                say(
-                    f"  {variant.name}: exit {result.code}, wall {result.wall:.1f} s, "
-                    f"streaming {result.streaming:.1f} s, {result.audit}"
-                )
-                measured[variant.name].append(result)
-    env["load average after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return Results(env, measured)
+def run_all(args: argparse.Namespace, work: Path) -> Results:
+    """Generate the input, then every measurement on one server (see the module)."""
+    sizes: list[Size] = args.sizes
+    per_file = sizes[0].events_per_file
+    wanted = [s.files for s in sizes] + ([args.recovery.files] if args.recovery else [])
+    events = work / "events"
+    files = max(wanted)
+    say(f"writing {files * per_file:,} events into {files} files under {events}")
+    data.write_events(events, files * per_file, files)
+    csv = None
+    if any(v.kind == "copy" for v in args.chosen):
+        csv = copy_ceiling.write_csv(work / "events.csv", files, per_file)
+    with temporary_server(settings=protocol.SETTINGS) as server:
+        results = Results(machine(server))
+        if not args.no_protocol:
+            say(
+                f"protocol: decide+commit at partitions {args.phase2_partitions} x sinks "
+                f"{args.phase2_sinks}"
+            )
+            results.phase2 = protocol.phase2(
+                server, args.phase2_partitions, args.phase2_sinks, args.phase2_batches
+            )
+            if args.in_doubt:
+                say(f"protocol: resolving {args.in_doubt:,} in-doubt transactions")
+                results.in_doubt = protocol.in_doubt(server, args.in_doubt)
+        chosen: list[Variant] = args.chosen
+        for size in sizes:
+            source = work / size.name / "in"
+            data.link_events(events, source, size.files)
+            shape = Shape(source, size.files_per_trigger, args.partitions, args.cores, args.memory)
+            measured: dict[str, list[Measured]] = {v.name: [] for v in chosen}
+            for repeat in range(args.repeat if chosen else 0):
+                turn = repeat % len(chosen)
+                for variant in chosen[turn:] + chosen[:turn]:
+                    say(
+                        f"{size.name} ({size.rows_per_batch:,} rows x {size.batches}), "
+                        f"run {repeat + 1}: {variant.name}"
+                    )
+                    folder = work / size.name / f"{variant.name}-{repeat}"
+                    result = measure(server, variant, size, shape, folder, csv, args.timeout)
+                    say(
+                        f"  exit {result.code}, wall {result.wall:.1f} s, streaming "
+                        f"{result.streaming:.1f} s, steady {result.steady:.1f} s, {result.audit}"
+                    )
+                    measured[variant.name].append(result)
+            results.measured[size.name] = measured
+        if args.recovery is not None:
+            size = args.recovery
+            source = work / "recovery" / "in"
+            data.link_events(events, source, size.files)
+            shape = Shape(source, size.files_per_trigger, args.partitions, args.cores, args.memory)
+            say(
+                "recovery: SIGKILL of an exactly-once driver "
+                f"({size.rows_per_batch:,} rows x {size.batches})"
+            )
+            results.recovery = recovery.measure(
+                server, shape, work / "recovery" / "run", size.events, args.timeout
+            )
+            say(f"  {results.recovery}")
+    results.environment["load_average_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return results
 
 
-def report(args: argparse.Namespace, results: Results) -> list[str]:
-    """Print the environment and the table (and write the JSON); return what failed."""
-    rows = [summarize(name, runs, args.events) for name, runs in results.measured.items()]
-    settings = (
-        f"{args.events:,} events in {args.files} files, maxFilesPerTrigger "
-        f"{args.files_per_trigger}, {args.partitions} writer tasks per batch, "
-        f"local[{args.cores}], driver memory {args.memory}"
+def document(args: argparse.Namespace, results: Results) -> dict[str, Any]:
+    """The whole result as JSON-ready data (field names are stable: see bench/README.md)."""
+    sizes: list[dict[str, Any]] = []
+    for size in args.sizes:
+        runs = results.measured.get(size.name, {})
+        rows = [summarize(size, name, r) for name, r in runs.items() if r]
+        sizes.append(
+            {
+                "size": size.name,
+                "rows_per_batch": size.rows_per_batch,
+                "batches": size.batches,
+                "events": size.events,
+                "files_per_trigger": size.files_per_trigger,
+                "variants": rows,
+                "ratios": ratios(rows, "rows_per_s"),
+                "ratios_whole_run": ratios(rows, "rows_per_s_whole"),
+            }
+        )
+    doc: dict[str, Any] = {
+        "schema": JSON_SCHEMA,
+        "environment": results.environment,
+        "settings": {
+            "writer_partitions": args.partitions,
+            "spark_master": f"local[{args.cores}]",
+            "driver_memory": args.memory,
+            "events_per_file": args.sizes[0].events_per_file,
+            "repeat": args.repeat,
+        },
+        "sizes": sizes,
+        "protocol": {
+            "phase2": [asdict(p) for p in results.phase2],
+            "in_doubt": asdict(results.in_doubt) if results.in_doubt else None,
+        },
+        "recovery": (
+            {**asdict(results.recovery), "exact": results.recovery.exact}
+            if results.recovery
+            else None
+        ),
+        "runs": {
+            size: {name: [asdict(r) for r in runs] for name, runs in by_variant.items()}
+            for size, by_variant in results.measured.items()
+        },
+    }
+    doc["targets"] = targets(sizes, results)
+    return doc
+
+
+def _phase2_cell(shape: dict[str, Any]) -> str:
+    return f"{shape['decide_commit_ms_p50']:.1f} ({shape['decide_commit_ms_max']:.0f})"
+
+
+def print_report(doc: dict[str, Any]) -> None:
+    """Environment, one table per size with its ratios, the protocol figures, the targets."""
+    print("\n".join(f"{key}: {value}" for key, value in doc["environment"].items()))
+    settings = doc["settings"]
+    print(
+        f"settings: {settings['writer_partitions']} writer tasks per batch, "
+        f"{settings['spark_master']}, driver memory {settings['driver_memory']}, "
+        f"{settings['events_per_file']:,} events per file, {settings['repeat']} run(s) each"
     )
-    print("\n".join(f"{key}: {value}" for key, value in results.environment.items()))
-    print(f"workload: {settings}\n")
-    print(table(rows))
-    if args.json:
-        runs = {name: [asdict(r) for r in runs] for name, runs in results.measured.items()}
-        document = {
-            "environment": results.environment,
-            "workload": settings,
-            "table": rows,
-            "runs": runs,
-        }
-        args.json.write_text(json.dumps(document, indent=2))
+    for size in doc["sizes"]:
+        if not size["variants"]:
+            continue
+        print(
+            f"\n## {size['size']}: {size['rows_per_batch']:,} rows per batch x "
+            f"{size['batches']} batches ({size['events']:,} events)\n"
+        )
+        cells = [[_cell(row[key]) for _, key in VARIANT_COLUMNS] for row in size["variants"]]
+        print(markdown([h for h, _ in VARIANT_COLUMNS], cells))
+        steady, whole = size["ratios"], size["ratios_whole_run"]
+        print(
+            "\nratios (steady; whole run): "
+            + ", ".join(
+                f"{RATIO_LABELS[name]} {_cell(steady[name])}; {_cell(whole[name])}"
+                for name, _ in RATIOS
+            )
+        )
+    phase2 = doc["protocol"]["phase2"]
+    if phase2:
+        sinks = sorted({p["sinks"] for p in phase2})
+        parts = sorted({p["partitions"] for p in phase2})
+        by = {(p["partitions"], p["sinks"]): p for p in phase2}
+        print("\n## decide+commit per batch, ms (p50 of batches; max in brackets), no Spark\n")
+        headers = ["writer partitions", *[f"{s} sink{'s' if s > 1 else ''}" for s in sinks]]
+        rows = [
+            [
+                str(p),
+                *[_phase2_cell(by[(p, s)]) if (p, s) in by else "-" for s in sinks],
+            ]
+            for p in parts
+        ]
+        print(markdown(headers, rows))
+    in_doubt = doc["protocol"]["in_doubt"]
+    if in_doubt:
+        print(
+            f"\nin doubt: {in_doubt['transactions']:,} prepared transactions of a dead epoch "
+            f"resolved in {in_doubt['seconds']:.2f} s ({in_doubt['committed']} committed, "
+            f"{in_doubt['rolled_back']} rolled back, {in_doubt['left']} left; exact: "
+            f"{_cell(in_doubt['exact'])})"
+        )
+    rec = doc["recovery"]
+    if rec:
+        print(
+            f"\nSIGKILL -> first new decided batch: {rec['kill_to_first_batch_s']:.2f} s = "
+            f"Spark start-up {rec['spark_startup_s']:.2f} s + fence+resolve "
+            f"{rec['fence_resolve_s']:.3f} s ({rec['committed']} committed, "
+            f"{rec['rolled_back']} rolled back) + first batch {rec['first_batch_s']:.2f} s "
+            f"(its own {rec['first_batch_own_s']:.2f} s); exact after the kill: "
+            f"{_cell(rec['exact'])} ({rec['audit']})"
+        )
+    if doc["targets"]:
+        print("\n## targets (issue 13)\n")
+        rows = [
+            [t["target"], _cell(t["value"], 3), "met" if t["met"] else "MISSED"]
+            for t in doc["targets"]
+        ]
+        print(markdown(["target", "measured", ""], rows))
+
+
+def failures(args: argparse.Namespace, results: Results) -> list[str]:
+    """What makes the bench fail: crashes, inexact exactly-once, lost rows."""
     failed = [
-        f"{r.variant}: " + (f"exit {r.code}" if r.code else f"not exact {r.audit}")
-        for runs in results.measured.values()
+        f"{size.name} {r.variant}: {problem}"
+        for size in args.sizes
+        for runs in results.measured.get(size.name, {}).values()
         for r in runs
-        if r.code != 0 or (BY_NAME[r.variant].two_phase and not r.audit.exact)
+        if (problem := r.problem(size.batches)) is not None
     ]
-    for line in failed:
-        print(f"FAILED {line}")
+    if results.in_doubt is not None and not results.in_doubt.exact:
+        failed.append(f"in-doubt resolution not exact: {results.in_doubt}")
+    if results.recovery is not None and not results.recovery.exact:
+        failed.append(f"recovery after SIGKILL not exact: {results.recovery}")
     return failed
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Generate the events, run the variants, print the report."""
+    """Generate the events, run everything, print the report."""
     args = _parse(argv)
-    chosen = [BY_NAME[n] for n in args.variants.split(",")]
-    if any(not v.eo for v in chosen):
+    if any(v.kind == "jdbc" for v in args.chosen):
         pgjdbc_jars()
     work = Path(tempfile.mkdtemp(prefix="eo-bench-"))
-    shape = Shape(work / "in", args.files_per_trigger, args.partitions, args.cores, args.memory)
-    say(f"writing {args.events:,} events into {args.files} files under {shape.source}")
-    data.write_events(shape.source, args.events, args.files)
-    failed = report(args, run_all(args, chosen, shape))
+    results = run_all(args, work)
+    doc = document(args, results)
+    print_report(doc)
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=2, default=str))
+    failed = failures(args, results)
+    for line in failed:
+        print(f"FAILED {line}")
     if args.keep or failed:
         say(f"work folder kept: {work}")
     else:

@@ -17,12 +17,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 
 from eo_jobs.runtime.session import spark_conf
 from eo_jobs.spec import load_pipeline
+from eo_jobs.spec.models import PipelineSpec
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -34,31 +36,33 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the query to the end of the available files (``availableNow``)."""
-    args = _parse(argv)
-    pipeline = load_pipeline(args.pipeline)
-    spec = pipeline.spec
+def stream(
+    pipeline: Path,
+    app: str,
+    write: Callable[[PipelineSpec, DataFrame], None],
+    extra_conf: dict[str, str] | None = None,
+) -> int:
+    """Read the pipeline's files as a stream (``availableNow``), ``write`` each batch, time it.
+
+    Shared by the plain baselines so that they read exactly alike: the declared schema,
+    ``maxFilesPerTrigger``, eo's Spark configuration; one ``{"event": "batch"}`` line per
+    batch, timed around ``write``.
+    """
+    spec = load_pipeline(pipeline).spec
     files = spec.source.files
     if files is None:
-        print("bench.spark_jdbc_job: the pipeline must read files", file=sys.stderr)
+        print(f"{app}: the pipeline must read files", file=sys.stderr)
         return 2
-    sink = spec.sinks[0].postgres
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    conf = {**spark_conf(spec, "bench-spark-jdbc"), "spark.jars": args.jars}
-    for key, value in conf.items():
+    for key, value in {**spark_conf(spec, app), **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    properties = {"user": args.user, "driver": "org.postgresql.Driver"}
 
-    def write(df: DataFrame, batch_id: int) -> None:
+    def batch(df: DataFrame, batch_id: int) -> None:
         started = time.perf_counter()
-        # As many writer tasks (JDBC connections) as eo's writerPartitions.
-        df.repartition(sink.writer_partitions).write.jdbc(
-            args.url, sink.table, mode="append", properties=properties
-        )
+        write(spec, df)
         seconds = time.perf_counter() - started
         print(json.dumps({"event": "batch", "batch": batch_id, "seconds": seconds}), flush=True)
 
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         reader = reader.option("maxFilesPerTrigger", files.max_files_per_trigger)
     query = (
         reader.json(files.path)
-        .writeStream.foreachBatch(write)
+        .writeStream.foreachBatch(batch)
         .option("checkpointLocation", spec.checkpoint.location)
         .trigger(availableNow=True)
         .start()
@@ -75,6 +79,21 @@ def main(argv: list[str] | None = None) -> int:
     query.awaitTermination()
     spark.stop()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the query to the end of the available files (``availableNow``)."""
+    args = _parse(argv)
+    properties = {"user": args.user, "driver": "org.postgresql.Driver"}
+
+    def write(spec: PipelineSpec, df: DataFrame) -> None:
+        sink = spec.sinks[0].postgres
+        # As many writer tasks (JDBC connections) as eo's writerPartitions.
+        df.repartition(sink.writer_partitions).write.jdbc(
+            args.url, sink.table, mode="append", properties=properties
+        )
+
+    return stream(args.pipeline, "bench-spark-jdbc", write, {"spark.jars": args.jars})
 
 
 if __name__ == "__main__":

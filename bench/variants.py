@@ -1,8 +1,11 @@
-"""The four ways the bench writes the same events, and how each one is started.
+"""The ways the bench writes the same events, and how each one is started.
 
-Every variant reads the same files with the same schema, the same ``maxFilesPerTrigger`` and
-the same Spark configuration (taken from one pipeline file), and writes through as many
-concurrent writer tasks; only the write path differs.
+Every Spark variant reads the same files with the same schema, the same ``maxFilesPerTrigger``
+and the same Spark configuration (taken from one pipeline file); the writing ones write through
+as many concurrent writer tasks (``writerPartitions``). Only the write path differs. Two
+variants are ceilings rather than alternatives: ``spark-noop`` is Spark reading and parsing the
+batch and throwing it away (what the engine costs before any write), ``copy`` is PostgreSQL's
+``COPY`` of the same rows from a CSV file without Spark (what the database can take).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from eo_jobs.runtime.packages import COMPLETE_STAMP, eo_cache
 REPO = Path(__file__).resolve().parents[1]
 DSN_ENV = "BENCH_DSN"
 TABLE = "public.orders"
+KEYED_TABLE = "public.orders_by_id"
+"""The upsert variant's table: ``order_id`` is its primary key (``ON CONFLICT`` needs one)."""
 VERSIONS = REPO / "tools" / "jars" / "versions.properties"
 
 
@@ -28,36 +33,72 @@ class Variant:
     """One write path under test."""
 
     name: str
+    kind: str
+    """``eo`` (``eo run``), ``jdbc`` / ``noop`` (plain Spark jobs), ``copy`` (no Spark)."""
     guarantee: str
-    """``spec.guarantee`` of its pipeline file."""
-    eo: bool
-    """Whether it runs ``eo run`` (False: the plain Spark job)."""
+    """What it promises: ``spec.guarantee`` of its pipeline file for eo."""
     meaning: str
+    mode: str = "append"
+    """``append`` or ``upsert`` (keyed by ``order_id``)."""
 
     @property
     def two_phase(self) -> bool:
         """Whether the variant promises exactly-once (its audit must be exact)."""
         return self.guarantee == "exactly-once"
 
+    @property
+    def spark(self) -> bool:
+        """Whether a Spark driver runs it (everything but the raw ``COPY``)."""
+        return self.kind != "copy"
+
+    @property
+    def writes(self) -> bool:
+        """Whether rows reach the table (``noop`` throws them away, so there is no audit)."""
+        return self.kind != "noop"
+
+    @property
+    def table(self) -> str:
+        """The sink table of its run."""
+        return KEYED_TABLE if self.mode == "upsert" else TABLE
+
 
 VARIANTS = (
     Variant(
         "exactly-once",
+        "eo",
         "exactly-once",
-        True,
         "eo run, fenced 2PC: Arrow batches -> CSV COPY + PREPARE per task, one decision per batch",
     ),
     Variant(
         "at-least-once",
+        "eo",
         "at-least-once",
-        True,
         "eo run, each writer task COPYs and commits on its own",
     ),
     Variant(
+        "idempotent",
+        "eo",
+        "idempotent",
+        "eo run, upsert by order_id: COPY into an unlogged staging table, INSERT ... ON CONFLICT",
+        mode="upsert",
+    ),
+    Variant(
         "spark-jdbc",
+        "jdbc",
         "at-least-once",
-        False,
         "plain Structured Streaming, foreachBatch -> df.write.jdbc(mode='append')",
+    ),
+    Variant(
+        "spark-noop",
+        "noop",
+        "none",
+        "plain Structured Streaming, foreachBatch -> df.write.format('noop'): the engine's ceiling",
+    ),
+    Variant(
+        "copy",
+        "copy",
+        "none",
+        "no Spark: COPY ... FROM STDIN (FORMAT csv) of the same rows, per batch, psycopg",
     ),
 )
 BY_NAME = {v.name: v for v in VARIANTS}
@@ -76,12 +117,20 @@ class Shape:
 
 def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     """The pipeline file of one run (its own checkpoint folder inside ``folder``)."""
+    postgres: dict[str, object] = {
+        "dsn": {"env": DSN_ENV},
+        "table": variant.table,
+        "writerPartitions": shape.partitions,
+    }
+    if variant.mode == "upsert":
+        postgres.update({"mode": "upsert", "keyColumns": ["order_id"]})
     document = {
         "apiVersion": "eo.dev/v1alpha1",
         "kind": "ExactlyOncePipeline",
         "metadata": {"name": "bench-orders", "namespace": "bench"},
         "spec": {
-            "guarantee": variant.guarantee,
+            # The baselines borrow only source, sink table and Spark settings from this file.
+            "guarantee": variant.guarantee if variant.kind == "eo" else "at-least-once",
             "source": {
                 "files": {
                     "path": str(shape.source),
@@ -90,16 +139,7 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
                     "maxFilesPerTrigger": shape.files_per_trigger,
                 }
             },
-            "sinks": [
-                {
-                    "name": "orders",
-                    "postgres": {
-                        "dsn": {"env": DSN_ENV},
-                        "table": TABLE,
-                        "writerPartitions": shape.partitions,
-                    },
-                }
-            ],
+            "sinks": [{"name": "orders", "postgres": postgres}],
             "checkpoint": {"location": str(folder / "checkpoint"), "triggerIntervalSeconds": 0},
             "driver": {"cores": shape.cores, "memory": shape.memory},
         },
@@ -130,9 +170,11 @@ def pgjdbc_jars() -> list[Path]:
     return jars
 
 
-def command(variant: Variant, spec: Path, jdbc_url: str) -> list[str]:
-    """The driver's command line."""
-    if not variant.eo:
+def command(
+    variant: Variant, spec: Path, jdbc_url: str, *, epoch: int = 1, available_now: bool = True
+) -> list[str]:
+    """The driver's command line (Spark variants only)."""
+    if variant.kind == "jdbc":
         jars = ",".join(str(j) for j in pgjdbc_jars())
         return [
             sys.executable,
@@ -144,21 +186,17 @@ def command(variant: Variant, spec: Path, jdbc_url: str) -> list[str]:
             "--jars",
             jars,
         ]
-    return [
-        sys.executable,
-        "-m",
-        "eo_jobs.cli",
-        "run",
-        str(spec),
-        "--epoch",
-        "1",
-        "--available-now",
-        "--metrics-port",
-        "0",
-    ]
+    if variant.kind == "noop":
+        return [sys.executable, "-m", "bench.spark_noop_job", str(spec)]
+    if variant.kind != "eo":
+        raise ValueError(f"{variant.name} runs no driver")
+    args = [sys.executable, "-m", "eo_jobs.cli", "run", str(spec), "--epoch", str(epoch)]
+    if available_now:
+        args.append("--available-now")
+    return [*args, "--metrics-port", "0"]
 
 
-def environment(variant: Variant, dsn: str) -> dict[str, str]:
+def environment(dsn: str) -> dict[str, str]:
     """The driver's environment: ours, minus fault injection, plus the DSN."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
     env[DSN_ENV] = dsn

@@ -1,6 +1,9 @@
-"""The bench runs every variant on one tiny data set and reports each one with its audit.
+"""The bench runs every variant, the protocol figures and the kill test on a tiny input.
 
 A smoke test of the measuring machinery, not of speed: no figure is compared with a threshold.
+What it does check is what makes the figures trustworthy: every variant ran every batch and
+was audited, the exactly-once ones exactly, and the JSON keeps the field names the README
+table is generated from.
 """
 
 from __future__ import annotations
@@ -10,40 +13,84 @@ from pathlib import Path
 
 import pytest
 
-from bench import compare, variants
+from bench import compare, readme_table, variants
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
+SIZE = "1000x3"
+VARIANT_FIELDS = {
+    "variant",
+    "size",
+    "rows_per_batch",
+    "rows_per_s",
+    "rows_per_s_whole",
+    "batches",
+    "batch_p50_s",
+    "decide_commit_p50_ms",
+    "duplicates",
+    "missing",
+    "wrong",
+    "in_doubt",
+    "exact",
+}
 
-def _printed_table(out: str) -> dict[str, dict[str, str]]:
-    """The Markdown table on stdout, as {variant: {header: cell}}."""
-    lines = [line for line in out.splitlines() if line.startswith("| ")]
-    headers = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    rows = [
-        dict(zip(headers, (c.strip() for c in line.strip("|").split("|")), strict=True))
-        for line in lines[1:]
-    ]
-    return {row["variant"]: row for row in rows}
 
-
-def test_the_bench_reports_all_four_variants_and_exactly_once_ones_are_exact(
+def test_every_variant_runs_is_audited_and_reported_in_stable_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = tmp_path / "bench.json"
-    code = compare.main(["--events", "2000", "--files", "2", "--json", str(report)])
+    code = compare.main(
+        [
+            "--sizes",
+            SIZE,
+            "--events-per-file",
+            "500",
+            "--phase2-partitions",
+            "1,4",
+            "--phase2-batches",
+            "2",
+            "--in-doubt",
+            "20",
+            "--recovery-size",
+            "1000x4",
+            "--json",
+            str(report),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
 
-    printed = _printed_table(out)
-    assert sorted(printed) == sorted(v.name for v in variants.VARIANTS), out
+    doc = json.loads(report.read_text())
+    assert doc["schema"] == compare.JSON_SCHEMA
+    assert {"pyspark", "postgresql", "cores", "load_average_start"} <= set(doc["environment"])
+    (size,) = doc["sizes"]
+    assert (size["size"], size["rows_per_batch"], size["batches"]) == (SIZE, 1000, 3)
+    rows = {row["variant"]: row for row in size["variants"]}
+    assert sorted(rows) == sorted(v.name for v in variants.VARIANTS)
+    for name, row in rows.items():
+        assert set(row) >= VARIANT_FIELDS, name
+        assert row["batches"] == 3, (name, row)
+        assert row["rows_per_s"] > 0, (name, row)
+        if variants.BY_NAME[name].writes:
+            assert (row["missing"], row["wrong"]) == (0, 0), (name, row)
     for name in (v.name for v in variants.VARIANTS if v.two_phase):
-        assert (printed[name]["duplicates"], printed[name]["missing"]) == ("0", "0"), out
+        assert rows[name]["exact"] is True, rows[name]
+        assert rows[name]["decide_commit_p50_ms"] is not None
+    assert set(size["ratios"]) == {"eo_alo", "eo_jdbc", "eo_noop", "eo_copy"}
+    assert all(value is not None for value in size["ratios"].values()), size["ratios"]
 
-    results = json.loads(report.read_text())
-    for name, runs in results["runs"].items():
-        (run,) = runs
-        assert run["code"] == 0, name
-        assert run["batch_seconds"], f"{name}: no batch timing was captured"
-        assert run["audit"]["rows"] == 2000, (name, run["audit"])
-        assert run["audit"]["wrong"] == 0, (name, run["audit"])
-    assert "pyspark" in results["environment"] and "postgresql" in results["environment"]
+    shapes = {(p["partitions"], p["sinks"]) for p in doc["protocol"]["phase2"]}
+    assert shapes == {(1, 1), (4, 1), (1, 2), (4, 2)}
+    in_doubt = doc["protocol"]["in_doubt"]
+    assert in_doubt["exact"] is True, in_doubt
+    assert in_doubt["committed"] + in_doubt["rolled_back"] == 20
+    assert in_doubt["committed"] and in_doubt["rolled_back"], "both outcomes are exercised"
+    recovery = doc["recovery"]
+    assert recovery["exact"] is True, recovery
+    assert recovery["kill_to_first_batch_s"] == pytest.approx(
+        recovery["spark_startup_s"] + recovery["fence_resolve_s"] + recovery["first_batch_s"]
+    )
+
+    # The README table is generated from this JSON.
+    table = readme_table.render(doc)
+    assert "exactly-once" in table and "EO/JDBC" in table
