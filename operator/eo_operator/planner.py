@@ -24,6 +24,11 @@ edge of the state machine is a unit test. The rules, in the order they are check
 guarded by resourceVersion), raise the sink fence to it, resolve prepared transactions below
 it. A reserved epoch whose driver never appeared is reused, so an operator restarted in the
 middle of a recovery completes that recovery instead of starting another.
+
+An epoch is never handed to two drivers: ``status.epoch`` is written before a driver pod is
+created, every rule records the epoch of the pod it observed, and the next epoch is above
+both (``next_epoch``). A sink fence above the plan (a re-created pipeline, a manual
+``eo recover --epoch N``) is read by the reconciler before it reserves, and jumped.
 """
 
 from __future__ import annotations
@@ -72,7 +77,8 @@ class Memory:
 
     phase: Phase = Phase.PENDING
     epoch: int | None = None
-    """Epoch of the last driver actually launched (status.epoch)."""
+    """Highest epoch a driver pod was created with or observed carrying (status.epoch); the
+    reconciler records it before it creates the pod."""
     restarts: int = 0
     last_failure: datetime | None = None
     backoff_until: datetime | None = None
@@ -132,10 +138,10 @@ class Plan:
 def next_epoch(obs: Observation) -> int:
     """The epoch to (re)launch with: a reserved-but-unused one, or one above everything.
 
-    "Used" includes the epoch of any driver pod observed, not only ``status.epoch``: the
-    operator can die between creating a pod and recording its epoch in status, and reusing
-    that epoch would run two drivers with one epoch (neither fenced against the other). A sink
-    fence above this (a re-created pipeline, a manual ``eo recover``) is handled by the
+    "Used" is ``status.epoch`` (written before a pod is created, and raised by ``plan`` to the
+    epoch of any pod it observes) and the observed pod's epoch: reusing an epoch a pod was
+    created with would run two drivers with one epoch, neither fenced against the other. A
+    sink fence above this (a re-created pipeline, a manual ``eo recover``) is handled by the
     reconciler, which reads the fence before it reserves.
     """
     reserved = obs.annotation_epoch or 0
@@ -181,6 +187,13 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
     rng = rng or random.Random()  # noqa: S311 (jitter, not cryptography)
     mem = obs.memory
     pod = obs.driver
+    if pod is not None and pod.epoch > (mem.epoch or 0):
+        # Remember every epoch a pod was seen with, whatever the rule: status.epoch can lag a
+        # pod the operator applied just before it died, and the pod object can be gone by the
+        # next pass (deleted after it exited, or force-deleted with its node) while its epoch
+        # must still never be handed to another driver.
+        mem = replace(mem, epoch=pod.epoch)
+        obs = replace(obs, memory=mem)
 
     # 1. invalid spec
     if obs.spec is None:

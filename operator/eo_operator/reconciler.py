@@ -37,7 +37,8 @@ from eo_operator.status import conditions, memory_from_status, status_from
 log = logging.getLogger("eo.operator")
 
 FAULT_ENV = "EO_OPERATOR_FAULT"
-"""Test hook: ``after-fence`` makes the operator SIGKILL itself between fence and launch."""
+"""Test hook: the operator SIGKILLs itself at a named point: ``after-fence`` (between fence and
+launch), ``after-launch`` (right after the driver pod was created)."""
 
 
 @dataclass
@@ -239,13 +240,16 @@ class Reconciler:
         raise RetrySoon(message)
 
     def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> None:
+        """Create the driver of ``epoch``, recording the epoch in status *before* the pod.
+
+        Once a pod create was sent, its epoch is spent: the pod may run (on a node that is
+        later lost, its object force-deleted) even if this operator dies before the next line.
+        With status.epoch written first the planner never relaunches with that epoch again.
+        """
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         image = pipeline.spec.driver.image or self.settings.job_image
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
-        self.kube.apply(spec_configmap(pipeline, obj))
-        self.kube.apply(driver_service(pipeline, obj))
         pod = driver_pod(pipeline, obj, epoch, image, account)
-        self.kube.apply(pod)
         self.kube.patch_status(
             namespace,
             name,
@@ -255,6 +259,11 @@ class Reconciler:
                 "lastLaunchTime": datetime.now(UTC).isoformat(),
             },
         )
+        self.kube.apply(spec_configmap(pipeline, obj))
+        self.kube.apply(driver_service(pipeline, obj))
+        self.kube.apply(pod)
+        if os.environ.get(FAULT_ENV) == "after-launch":
+            os.kill(os.getpid(), signal.SIGKILL)
         self.kube.event(obj, "Launched", f"driver {pod['metadata']['name']} with epoch {epoch}")
 
     def _health(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -77,14 +78,14 @@ def _obs(
     )
 
 
-def _pod(phase: str = "Running", epoch: int = 1, **kw: object) -> DriverPod:
+def _pod(phase: str = "Running", epoch: int = 1, **kw: Any) -> DriverPod:
     return DriverPod(
         name=f"p-driver-e{epoch}",
         epoch=epoch,
         phase=phase,
         spec_hash=str(kw.pop("spec_hash", "h1")),
         **kw,
-    )  # type: ignore[arg-type]
+    )
 
 
 def _kinds(p: object) -> list[Kind]:
