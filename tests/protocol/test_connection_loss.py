@@ -10,7 +10,7 @@ import pytest
 
 from eo_jobs.pgserver import temporary_server
 from eo_jobs.protocol.control import STUCK_HOLDER_SECONDS, ControlStore
-from eo_jobs.protocol.xa import Outcome
+from eo_jobs.protocol.xa import Outcome, PreparedTransactions
 from tests.protocol import harness
 
 
@@ -51,3 +51,24 @@ def test_a_frozen_decision_holding_the_fence_row_does_not_block_the_next_epoch(
     with pytest.raises(psycopg.OperationalError):
         frozen.execute("COMMIT")
     assert frozen.broken
+
+
+def test_every_store_connection_has_keepalives_and_its_lock_and_statement_timeouts(
+    pg_dsn: str,
+) -> None:
+    given = psycopg.conninfo.make_conninfo(pg_dsn, options="-c application_name=given")
+    stores = (
+        ControlStore(given, lock_timeout_ms=1234, statement_timeout_ms=5678),
+        PreparedTransactions(given, lock_timeout_ms=1234, statement_timeout_ms=5678),
+    )
+    for store in stores:
+        conn = store.connection()
+        settings = conn.execute(
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), "
+            "current_setting('application_name')"
+        ).fetchone()
+        assert settings == ("1234ms", "5678ms", "given")
+        params = conn.info.get_parameters()
+        assert params["keepalives"] == "1"
+        assert int(params["keepalives_idle"]) + 3 * int(params["keepalives_interval"]) <= 120
+        store.close()
