@@ -2,9 +2,12 @@
 
 A dead driver exports nothing, so alerts that must fire exactly then (no recent commit, stale
 in-doubt transactions, a crash loop) are computed from what the operator observes: the status it
-records and the sink state it reads. The handlers build one :class:`PipelineHealth` per pipeline
-and hand it to :meth:`PipelineMetrics.observe_health`; this module owns every metric name, label
-and bucket, so the alert rules, the dashboard and ``docs/metrics.md`` have one source.
+records, the sink state it reads and the driver's heartbeat. Every reconcile pass hands a
+:class:`PipelinePass` to :meth:`PipelineMetrics.observe_pass` (phase, restarts, driver up: these
+must not freeze while a sink is unreachable or the spec is invalid); the periodic health read
+hands a :class:`PipelineHealth` to :meth:`PipelineMetrics.observe_health`. This module owns every
+metric name, label and bucket, so the alert rules, the dashboard and ``docs/metrics.md`` have
+one source.
 
 Metrics live on a dedicated registry (never the process-global one) so tests and several
 operator instances in one process cannot collide.
@@ -72,6 +75,25 @@ class SinkHealth:
 
 
 @dataclass(frozen=True)
+class PipelinePass:
+    """What every reconcile pass knows, whether or not the sink answers or the spec parses."""
+
+    phase: Phase
+    driver_up: bool
+    restarts: int
+    epoch: int
+    active_since: float | None = None
+    """Unix time of the latest driver launch, or of the pipeline's creation before any: the
+    no-progress clock starts there, so a pipeline that never ran a trigger is still covered."""
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASES:
+            raise ValueError(f"phase {self.phase!r} is not one of {', '.join(PHASES)}")
+        if self.restarts < 0:
+            raise ValueError(f"restarts must be >= 0, got {self.restarts}")
+
+
+@dataclass(frozen=True)
 class PipelineHealth:
     """One observation of a pipeline, as the operator sees it from status and the sink.
 
@@ -117,34 +139,42 @@ class PipelineHealth:
 class _Seen:
     """What the previous observation of one pipeline exported, to compute deltas and removals."""
 
-    guarantee: str
+    guarantee: str | None
     restarts: int = 0
     batches: int = 0
     failures: int = 0
     sinks: frozenset[str] = frozenset()
+    fenced_driver: str | None = None
 
 
-class _SinceLastCommit:
-    """``eo_pipeline_seconds_since_last_commit``, computed at scrape time.
+class _SecondsSince:
+    """A gauge of "seconds since the latest of some timestamps", computed at scrape time.
 
     A value frozen at the operator's last observation would stop growing exactly when the
-    operator is slow or stuck; computing it per scrape keeps the no-recent-commit alert honest.
+    operator is slow or stuck; computing it per scrape keeps the no-commit alert honest. Each
+    pipeline may have several named timestamps (a commit, a trigger, a launch); the newest wins.
     """
 
-    name: Final = "eo_pipeline_seconds_since_last_commit"
-    documentation: Final = "Seconds since the last decided batch, computed at scrape time."
-
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, name: str, documentation: str, clock: Callable[[], float]) -> None:
+        self.name: Final = name
+        self.documentation: Final = documentation
         self._clock = clock
-        self._commits: dict[tuple[str, str], float] = {}
+        self._times: dict[tuple[str, str], dict[str, float]] = {}
         self._lock = threading.Lock()
 
-    def set(self, namespace: str, pipeline: str, commit_time: float | None) -> None:
+    def set(self, namespace: str, pipeline: str, source: str, when: float | None) -> None:
         with self._lock:
-            if commit_time is None:
-                self._commits.pop((namespace, pipeline), None)
+            times = self._times.setdefault((namespace, pipeline), {})
+            if when is None:
+                times.pop(source, None)
             else:
-                self._commits[(namespace, pipeline)] = commit_time
+                times[source] = when
+            if not times:
+                del self._times[(namespace, pipeline)]
+
+    def forget(self, namespace: str, pipeline: str) -> None:
+        with self._lock:
+            self._times.pop((namespace, pipeline), None)
 
     def describe(self) -> Iterable[Metric]:
         return [GaugeMetricFamily(self.name, self.documentation, labels=_PIPELINE)]
@@ -153,8 +183,8 @@ class _SinceLastCommit:
         family = GaugeMetricFamily(self.name, self.documentation, labels=_PIPELINE)
         now = self._clock()
         with self._lock:
-            for (namespace, pipeline), commit_time in sorted(self._commits.items()):
-                family.add_metric([namespace, pipeline], max(0.0, now - commit_time))
+            for (namespace, pipeline), times in sorted(self._times.items()):
+                family.add_metric([namespace, pipeline], max(0.0, now - max(times.values())))
         return [family]
 
 
@@ -232,6 +262,14 @@ class PipelineMetrics:
         self._recovery_duration = histogram(
             "eo_pipeline_recovery_duration_seconds", "Duration of one recovery.", RECOVERY_BUCKETS
         )
+        self._last_trigger = gauge(
+            "eo_pipeline_last_trigger_timestamp_seconds",
+            "Unix time of the driver's last trigger (heartbeat read from the driver).",
+        )
+        self._offsets_behind = gauge(
+            "eo_pipeline_source_offsets_behind_latest",
+            "Input waiting at the driver's last trigger (sources that report it, e.g. Kafka).",
+        )
         self._sink_prepared = gauge(
             "eo_sink_prepared_transactions",
             "All prepared transactions in the sink's database.",
@@ -258,8 +296,18 @@ class PipelineMetrics:
         for handler in HANDLERS:
             self._reconcile_duration.labels(handler)
             self._reconcile_errors.labels(handler)
-        self._since_last_commit = _SinceLastCommit(clock)
+        self._since_last_commit = _SecondsSince(
+            "eo_pipeline_seconds_since_last_commit",
+            "Seconds since the last decided batch, computed at scrape time.",
+            clock,
+        )
+        self._since_last_progress = _SecondsSince(
+            "eo_pipeline_seconds_since_last_progress",
+            "Seconds since the last trigger, commit or launch (or creation), at scrape time.",
+            clock,
+        )
         registry.register(self._since_last_commit)
+        registry.register(self._since_last_progress)
         self._per_pipeline: tuple[Gauge | Counter | Histogram, ...] = (
             self._info, self._epoch, self._restarts, self._phase, self._driver_up,
             self._last_batch_id, self._last_commit_timestamp, self._checkpoint_duration,
@@ -269,7 +317,48 @@ class PipelineMetrics:
             self._in_doubt_oldest_age,
             self._in_doubt_resolutions, self._fenced_attempts, self._recoveries,
             self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
+            self._last_trigger, self._offsets_behind,
         )  # fmt: skip
+
+    def observe_pass(self, namespace: str, pipeline: str, observed: PipelinePass) -> None:
+        """Publish what every reconcile pass knows: phase, driver, restarts, epoch.
+
+        Called on every pass, before and independent of the sink: a pipeline that turned Failed
+        (or has an invalid spec) while its database is unreachable must not keep exporting
+        ``phase{Running}=1``, or the Failed alert could never fire.
+        """
+        key = (namespace, pipeline)
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None:
+                seen = self._first_sight(namespace, pipeline, None)
+            self._epoch.labels(*key).set(observed.epoch)
+            for phase in PHASES:
+                self._phase.labels(namespace, pipeline, phase).set(phase == observed.phase)
+            self._driver_up.labels(*key).set(observed.driver_up)
+            seen.restarts = _advance(self._restarts.labels(*key), seen.restarts, observed.restarts)
+            self._since_last_progress.set(namespace, pipeline, "start", observed.active_since)
+
+    def observe_driver_progress(
+        self,
+        namespace: str,
+        pipeline: str,
+        last_trigger_time: float | None,
+        offsets_behind_latest: float | None,
+    ) -> None:
+        """Republish the driver's heartbeat and waiting input, so the alerts need one source.
+
+        The operator's series outlive the driver: a heartbeat that stops arriving (driver hung,
+        dead, or never started) keeps ageing in ``eo_pipeline_seconds_since_last_progress``.
+        ``None`` means "not known": the last value read is kept.
+        """
+        key = (namespace, pipeline)
+        with self._lock:
+            if last_trigger_time is not None and last_trigger_time > 0:
+                self._last_trigger.labels(*key).set(last_trigger_time)
+                self._since_last_progress.set(namespace, pipeline, "trigger", last_trigger_time)
+            if offsets_behind_latest is not None:
+                self._offsets_behind.labels(*key).set(offsets_behind_latest)
 
     def observe_health(self, namespace: str, pipeline: str, health: PipelineHealth) -> None:
         """Publish one observation; counters advance by the growth of the status totals."""
@@ -279,7 +368,8 @@ class PipelineMetrics:
             if seen is None:
                 seen = self._first_sight(namespace, pipeline, health.guarantee)
             elif seen.guarantee != health.guarantee:
-                self._info.remove(namespace, pipeline, seen.guarantee)
+                if seen.guarantee is not None:
+                    self._info.remove(namespace, pipeline, seen.guarantee)
                 seen.guarantee = health.guarantee
             self._info.labels(namespace, pipeline, health.guarantee).set(1)
             self._epoch.labels(*key).set(health.epoch)
@@ -293,7 +383,8 @@ class PipelineMetrics:
             )
             self._set_optional(self._last_batch_id, key, health.last_batch_id)
             self._set_optional(self._last_commit_timestamp, key, health.last_commit_time)
-            self._since_last_commit.set(namespace, pipeline, health.last_commit_time)
+            self._since_last_commit.set(namespace, pipeline, "commit", health.last_commit_time)
+            self._since_last_progress.set(namespace, pipeline, "commit", health.last_commit_time)
             for seconds in health.checkpoint_durations:
                 self._checkpoint_duration.labels(*key).observe(seconds)
             for seconds in health.commit_durations:
@@ -326,9 +417,19 @@ class PipelineMetrics:
         self._in_doubt_resolutions.labels(namespace, pipeline, "committed").inc(committed)
         self._in_doubt_resolutions.labels(namespace, pipeline, "rolled_back").inc(rolled_back)
 
-    def record_fenced(self, namespace: str, pipeline: str) -> None:
-        """Count a driver that exited because a newer epoch fenced it out."""
-        self._fenced_attempts.labels(namespace, pipeline).inc()
+    def record_fenced(self, namespace: str, pipeline: str, driver: str | None = None) -> None:
+        """Count a driver that exited because a newer epoch fenced it out.
+
+        ``driver`` (the pod name) makes the call idempotent: a pass that sees the same exited
+        pod again, before its deletion is done, does not count it twice.
+        """
+        key = (namespace, pipeline)
+        with self._lock:
+            seen = self._seen.get(key) or self._first_sight(namespace, pipeline, None)
+            if driver is not None and seen.fenced_driver == driver:
+                return
+            seen.fenced_driver = driver
+            self._fenced_attempts.labels(*key).inc()
 
     def record_recovery(self, namespace: str, pipeline: str, seconds: float) -> None:
         """Count one finished recovery and how long it took."""
@@ -341,7 +442,8 @@ class PipelineMetrics:
             self._seen.pop((namespace, pipeline), None)
             for metric in self._per_pipeline:
                 metric.remove_by_labels({"namespace": namespace, "pipeline": pipeline})
-            self._since_last_commit.set(namespace, pipeline, None)
+            self._since_last_commit.forget(namespace, pipeline)
+            self._since_last_progress.forget(namespace, pipeline)
 
     @contextmanager
     def reconcile_timer(self, handler: Handler) -> Iterator[None]:
@@ -366,7 +468,7 @@ class PipelineMetrics:
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         return server
 
-    def _first_sight(self, namespace: str, pipeline: str, guarantee: str) -> _Seen:
+    def _first_sight(self, namespace: str, pipeline: str, guarantee: str | None) -> _Seen:
         """Create the event counters at 0 so increase() sees the first event, not a new series."""
         for outcome in OUTCOMES:
             self._in_doubt_resolutions.labels(namespace, pipeline, outcome)

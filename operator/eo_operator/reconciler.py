@@ -14,15 +14,16 @@ import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from kubernetes.client.exceptions import ApiException
-
+from eo_jobs.protocol.errors import FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
+from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
-from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass, SinkHealth
 from eo_operator.planner import Action, DriverPod, Kind, Memory, Observation, Phase, Plan, plan
+from eo_operator.progress import read_driver_progress
 from eo_operator.resources import (
     LABEL_EPOCH,
     LABEL_SPEC_HASH,
@@ -33,6 +34,7 @@ from eo_operator.resources import (
 )
 from eo_operator.sinks import Health, PipelineSinks, dsns_from_secrets
 from eo_operator.status import conditions, memory_from_status, status_from
+from eo_operator.tally import BatchTally, Fresh
 
 log = logging.getLogger("eo.operator")
 
@@ -50,6 +52,10 @@ class Settings:
         default_factory=lambda: os.environ.get("EO_DRIVER_SERVICE_ACCOUNT") or None
     )
     health_interval: float = 10.0
+    delete_sink_timeout: float = field(
+        default_factory=lambda: float(os.environ.get("EO_DELETE_SINK_TIMEOUT_SECONDS", "300"))
+    )
+    """How long a deletion retries an unreachable sink before it lets go with a Warning."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
@@ -106,6 +112,10 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
+def _opt_time(text: str | None) -> datetime | None:
+    return _time(text) if text else None
+
+
 class Reconciler:
     """Reconciles one pipeline at a time; holds per-pipeline health bookkeeping."""
 
@@ -114,8 +124,7 @@ class Reconciler:
         self.metrics = metrics
         self.settings = settings
         self._health_at: dict[tuple[str, str], float] = {}
-        self._seen_until: dict[tuple[str, str], datetime] = {}
-        self._counters: dict[tuple[str, str], tuple[int, int]] = {}
+        self._tallies: dict[tuple[str, str], BatchTally] = {}
 
     def reconcile(self, namespace: str, name: str) -> float:
         """One pass; returns seconds until the next one."""
@@ -140,17 +149,58 @@ class Reconciler:
             driver=driver,
         )
         result = plan(observation)
+        driver_ip = self._observe_pass(obj, result, driver, pods)
         status = status_from(result.memory, observation, obj.get("status") or {})
         # Status first; the patch returns the object with its new resourceVersion, which the
         # guarded epoch reservation needs.
-        obj = self.kube.patch_status(namespace, name, status) or obj
+        patched = self.kube.patch_status(namespace, name, status)
+        if patched is None or patched["metadata"].get("deletionTimestamp"):
+            # Deleted since it was read: the finalizer owns it now, and a driver launched
+            # here would run beside (or after) the finalizer's fence.
+            return 5.0
+        obj = patched
         if pipeline is not None:
             obj = self._act(obj, pipeline, result, observation)
-            self._health(obj, pipeline, result.memory, driver)
+            self._health(obj, pipeline, result.memory, driver, driver_ip)
         else:
             for action in result.actions:
                 self._simple(obj, action)
         return result.requeue_seconds
+
+    def _observe_pass(
+        self,
+        obj: dict[str, Any],
+        result: Plan,
+        driver: DriverPod | None,
+        pods: list[dict[str, Any]],
+    ) -> str | None:
+        """Metrics every pass knows without the sink; returns the running driver's pod IP."""
+        meta = obj["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        memory = result.memory
+        starts = [t for t in (memory.last_launch, _opt_time(meta.get("creationTimestamp"))) if t]
+        self.metrics.observe_pass(
+            namespace,
+            name,
+            PipelinePass(
+                phase=memory.phase.value,
+                driver_up=driver is not None and driver.phase == "Running",
+                restarts=memory.restarts,
+                epoch=memory.epoch or 0,
+                active_since=max(starts).timestamp() if starts else None,
+            ),
+        )
+        if driver is not None and any(
+            a.kind is Kind.EVENT and a.reason == "DriverFenced" for a in result.actions
+        ):
+            self.metrics.record_fenced(namespace, name, driver.name)
+        if driver is None or driver.phase != "Running":
+            return None
+        for pod in pods:
+            if pod["metadata"]["name"] == driver.name:
+                ip = (pod.get("status") or {}).get("podIP")
+                return str(ip) if ip else None
+        return None
 
     def _simple(self, obj: dict[str, Any], action: Action) -> None:
         namespace = obj["metadata"]["namespace"]
@@ -170,6 +220,9 @@ class Reconciler:
                 obj = self._recover(obj, pipeline, action.epoch, obs)
             elif action.kind is Kind.LAUNCH:
                 assert action.epoch is not None
+                if obj["metadata"].get("deletionTimestamp"):
+                    log.info("%s: being deleted; not launching", pipeline.key)
+                    break
                 self._launch(obj, pipeline, action.epoch)
             else:
                 self._simple(obj, action)
@@ -198,6 +251,10 @@ class Reconciler:
             if os.environ.get(FAULT_ENV) == "after-fence":
                 os.kill(os.getpid(), signal.SIGKILL)
             report = sinks.recover(epoch)
+        except FenceRegressionError as exc:
+            # The fence moved above the epoch after it was read (a manual `eo recover` or
+            # `eo run --epoch N` in between): plan again above it, never loop on the error.
+            self._jump_above_fence(obj, pipeline, epoch, exc.current)
         finally:
             sinks.close()
         seconds = time.monotonic() - started
@@ -217,7 +274,7 @@ class Reconciler:
 
     def _jump_above_fence(
         self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, fence: int
-    ) -> None:
+    ) -> NoReturn:
         """Reserve an epoch above a sink fence that is ahead of the plan, then re-plan.
 
         The fence can be ahead after the pipeline was deleted and re-created under the same
@@ -267,13 +324,26 @@ class Reconciler:
         self.kube.event(obj, "Launched", f"driver {pod['metadata']['name']} with epoch {epoch}")
 
     def _health(
-        self, obj: dict[str, Any], pipeline: Pipeline, memory: Memory, driver: DriverPod | None
+        self,
+        obj: dict[str, Any],
+        pipeline: Pipeline,
+        memory: Memory,
+        driver: DriverPod | None,
+        driver_ip: str | None = None,
     ) -> None:
         """Every ``health_interval``: sweep, read the decision log, update status and metrics."""
         key = (pipeline.metadata.namespace, pipeline.metadata.name)
         if time.monotonic() - self._health_at.get(key, 0.0) < self.settings.health_interval:
             return
         self._health_at[key] = time.monotonic()
+        if driver_ip is not None:
+            progress = read_driver_progress(
+                driver_ip, pipeline.spec.driver.metrics_port, pipeline.key
+            )
+            if progress is not None:
+                self.metrics.observe_driver_progress(
+                    *key, progress.last_trigger_time, progress.offsets_behind_latest
+                )
         try:
             dsns = dsns_from_secrets(self.kube, pipeline)
             sinks = PipelineSinks(pipeline, dsns, self.kube)
@@ -303,7 +373,10 @@ class Reconciler:
                     f"stale-epoch transactions: {len(swept.committed)} "
                     f"committed, {len(swept.rolled_back)} rolled back",
                 )
-            health = sinks.health(self._seen_until.get(key))
+            health = sinks.health(None)
+            fresh = self._tallies.setdefault(key, BatchTally()).read(
+                sinks.bound.control, sinks.bound.pipeline
+            )
         except Exception as exc:
             self.kube.patch_status(
                 *key,
@@ -320,9 +393,7 @@ class Reconciler:
             return
         finally:
             sinks.close()
-        if health.last_commit_time is not None:
-            self._seen_until[key] = health.last_commit_time
-        self._publish(obj, pipeline, memory, driver, health)
+        self._publish(obj, pipeline, memory, driver, health, fresh)
 
     def _publish(
         self,
@@ -331,6 +402,7 @@ class Reconciler:
         memory: Memory,
         driver: DriverPod | None,
         health: Health,
+        fresh: Fresh,
     ) -> None:
         key = (pipeline.metadata.namespace, pipeline.metadata.name)
         spec = pipeline.spec
@@ -352,7 +424,7 @@ class Reconciler:
             memory.phase is Phase.RUNNING
             and health.last_commit_time is not None
             and (datetime.now(UTC) - health.last_commit_time).total_seconds()
-            > max(2 * spec.checkpoint.trigger_interval_seconds, 300)
+            > max(2 * spec.checkpoint.trigger_interval_seconds, spec.alerts.no_commit_floor_seconds)
         )
         conds = conditions(current, "SinkReachable", True, "Connected", "sink databases answer")
         conds = conditions(
@@ -364,10 +436,7 @@ class Reconciler:
         )
         status["conditions"] = conds
         self.kube.patch_status(*key, status)
-        totals = self._counters.get(key, (0, 0))
-        batches = max(totals[0], health.decided)
-        failures = max(totals[1], health.failed)
-        self._counters[key] = (batches, failures)
+        tally = self._tallies[key]
         self.metrics.observe_health(
             *key,
             PipelineHealth(
@@ -376,16 +445,16 @@ class Reconciler:
                 phase=memory.phase.value,
                 driver_up=driver is not None and driver.phase == "Running",
                 restarts=memory.restarts,
-                batches=batches,
-                failures=failures,
+                batches=tally.batches,
+                failures=tally.failures,
                 failure_rate=health.failure_rate or 0.0,
                 trigger_interval_seconds=float(spec.checkpoint.trigger_interval_seconds),
                 last_batch_id=health.last_batch_id,
                 last_commit_time=health.last_commit_time.timestamp()
                 if health.last_commit_time
                 else None,
-                checkpoint_durations=tuple(health.new_checkpoint_seconds),
-                commit_durations=tuple(health.new_commit_seconds),
+                checkpoint_durations=fresh.checkpoint_seconds,
+                commit_durations=fresh.commit_seconds,
                 max_checkpoint_duration_seconds=float(spec.alerts.max_checkpoint_duration_seconds),
                 max_failure_rate_ratio=spec.alerts.max_failure_rate_percent / 100.0,
                 no_commit_floor_seconds=float(spec.alerts.no_commit_floor_seconds),
@@ -413,35 +482,17 @@ class Reconciler:
         for pod in self.kube.driver_pods(namespace, name):
             self.kube.delete_pod(namespace, pod["metadata"]["name"], grace_seconds=0)
         self.metrics.forget(namespace, name)
+        self._tallies.pop((namespace, name), None)
         if pipeline is None:
             return "invalid spec: nothing to resolve"
-        memory = memory_from_status(obj.get("status") or {})
-        annotations = obj["metadata"].get("annotations") or {}
-        raw = annotations.get("eo.dev/epoch", "0")
-        epoch = max(int(raw) if raw.isdigit() else 0, memory.epoch or 0) + 1
-        try:
-            dsns = dsns_from_secrets(self.kube, pipeline)
-        except (KeyError, ApiException) as exc:
-            # The namespace is being deleted and took the Secret first: blocking here would
-            # block the namespace forever. Let go, and say loudly what is left to do.
-            message = (
-                f"could not resolve in-doubt transactions: sink credentials unavailable "
-                f"({str(exc).splitlines()[0]}); run `eo recover PIPELINE.yaml --epoch {epoch}` "
-                "against the sink to finish"
-            )
-            self.kube.event(obj, "FinalizedWithoutSink", message, warning=True)
-            return message
-        sinks = PipelineSinks(pipeline, dsns, self.kube)
-        try:
-            report = sinks.recover(epoch)
-        finally:
-            sinks.close()
-        summary = (
-            f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
-            f"{len(report.rolled_back)} rolled back, {report.left} left"
+        return clean_up_sinks(
+            self.kube,
+            namespace,
+            name,
+            pipeline,
+            self.settings.delete_sink_timeout,
+            datetime.now(UTC),
         )
-        self.kube.event(obj, "Finalized", summary)
-        return summary
 
 
 class RetrySoon(Exception):  # noqa: N818
