@@ -72,3 +72,15 @@ def test_every_store_connection_has_keepalives_and_its_lock_and_statement_timeou
         assert params["keepalives"] == "1"
         assert int(params["keepalives_idle"]) + 3 * int(params["keepalives_interval"]) <= 120
         store.close()
+
+
+def test_a_writer_tasks_connection_has_keepalives_too(pg_dsn: str) -> None:
+    harness.create_table(pg_dsn)
+    seen: dict[str, str] = {}
+
+    def body(conn: psycopg.Connection[tuple[object, ...]]) -> int:
+        seen.update(conn.info.get_parameters())
+        return 0
+
+    harness.writer(pg_dsn).write_with(body, gid=None, pipeline=harness.PIPELINE, batch_id=0)
+    assert (seen.get("keepalives"), seen.get("keepalives_idle")) == ("1", "30")

@@ -20,10 +20,22 @@ import psycopg
 
 T = TypeVar("T")
 
-KEEPALIVES = "keepalives=1 keepalives_idle=30 keepalives_interval=10 keepalives_count=3"
-"""libpq parameters: a peer that vanished is noticed in about a minute."""
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+"""libpq parameters (connect keyword arguments): a peer that vanished is noticed in about a
+minute. Writer tasks' connections use them too."""
 LOCK_TIMEOUT_MS = 10_000
 STATEMENT_TIMEOUT_MS = 120_000
+
+
+def with_keepalives(dsn: str) -> str:
+    """``dsn`` with ``KEEPALIVES`` (values the DSN gives win)."""
+    given = psycopg.conninfo.conninfo_to_dict(dsn)
+    return psycopg.conninfo.make_conninfo(dsn, **{**KEEPALIVES, **given})
 
 
 class LazyConnection:
@@ -53,7 +65,7 @@ class LazyConnection:
                 connect_timeout=self._timeout,
                 options=f"{given} {self._options}".strip(),
             )
-            self._conn = psycopg.connect(f"{dsn} {KEEPALIVES}", autocommit=True)
+            self._conn = psycopg.connect(with_keepalives(dsn), autocommit=True)
         return self._conn
 
     def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:

@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from eo_jobs.protocol.connection import with_keepalives
 from eo_jobs.protocol.xa import prepare, write_marker
 
 ORDINAL = "_eo_ordinal"
@@ -127,7 +128,9 @@ class PostgresWriter:
         The transaction is prepared under ``gid`` with the participant's marker, or simply
         committed when ``gid`` is None (at-least-once and idempotent modes).
         """
-        with psycopg.connect(self.dsn, connect_timeout=self.connect_timeout) as conn:
+        with psycopg.connect(
+            with_keepalives(self.dsn), connect_timeout=self.connect_timeout
+        ) as conn:
             conn.execute(
                 "SELECT set_config('lock_timeout', %s, true), set_config('TimeZone', 'UTC', true)",
                 (str(self.lock_timeout_ms),),
