@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from eo_jobs.spec.models import GROUP, PLURAL, VERSION
+from eo_operator.deletion import CleanupPending
 from eo_operator.reconciler import Reconciler, RetrySoon
 from eo_operator.resources import LABEL_PIPELINE, MANAGED_BY
 
@@ -78,6 +79,9 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler) -> None:
     def finalize(namespace: str | None, name: str, **_: Any) -> None:
         assert namespace is not None
         with reconciler.metrics.reconcile_timer("delete"):
-            summary = reconciler.finalize(namespace, name)
+            try:
+                summary = reconciler.finalize(namespace, name)
+            except CleanupPending as exc:
+                raise kopf.TemporaryError(str(exc), delay=exc.delay) from exc
         wakeups.drop((namespace, name))
         log.info("%s/%s deleted: %s", namespace, name, summary)

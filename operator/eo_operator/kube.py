@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import logging
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -19,6 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.spec.models import EPOCH_ANNOTATION, GROUP, PLURAL, VERSION
 from eo_operator.resources import LABEL_PIPELINE
+
+log = logging.getLogger("eo.operator")
 
 MERGE_PATCH = "application/merge-patch+json"
 """JSON merge patch: custom resources do not support strategic merge."""
@@ -145,7 +148,12 @@ class Kube:
         return base64.b64decode(data[key]).decode()
 
     def event(self, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
-        """A Kubernetes Event on the pipeline (what `kubectl describe eop` shows)."""
+        """A Kubernetes Event on the pipeline (what `kubectl describe eop` shows), best effort.
+
+        An event is a report, never a step: a namespace being deleted refuses new objects
+        (403), and a refused event must not fail the finalizer that keeps the namespace alive,
+        nor any other handler. A refused event is logged instead.
+        """
         meta = obj["metadata"]
         now = dt.datetime.now(dt.UTC)
         body = client.CoreV1Event(
@@ -170,4 +178,14 @@ class Kube:
             reporting_component="eo.dev/operator",
             reporting_instance="eo-operator",
         )
-        self.core.create_namespaced_event(meta["namespace"], body)
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException as exc:
+            log.warning(
+                "event %s on %s/%s not recorded (HTTP %s): %s",
+                reason,
+                meta["namespace"],
+                meta["name"],
+                exc.status,
+                message,
+            )

@@ -14,12 +14,12 @@ import signal
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
-from kubernetes.client.exceptions import ApiException
-
+from eo_jobs.protocol.errors import FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
+from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass, SinkHealth
 from eo_operator.planner import Action, DriverPod, Kind, Memory, Observation, Phase, Plan, plan
@@ -52,6 +52,10 @@ class Settings:
         default_factory=lambda: os.environ.get("EO_DRIVER_SERVICE_ACCOUNT") or None
     )
     health_interval: float = 10.0
+    delete_sink_timeout: float = field(
+        default_factory=lambda: float(os.environ.get("EO_DELETE_SINK_TIMEOUT_SECONDS", "300"))
+    )
+    """How long a deletion retries an unreachable sink before it lets go with a Warning."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
@@ -149,7 +153,12 @@ class Reconciler:
         status = status_from(result.memory, observation, obj.get("status") or {})
         # Status first; the patch returns the object with its new resourceVersion, which the
         # guarded epoch reservation needs.
-        obj = self.kube.patch_status(namespace, name, status) or obj
+        patched = self.kube.patch_status(namespace, name, status)
+        if patched is None or patched["metadata"].get("deletionTimestamp"):
+            # Deleted since it was read: the finalizer owns it now, and a driver launched
+            # here would run beside (or after) the finalizer's fence.
+            return 5.0
+        obj = patched
         if pipeline is not None:
             obj = self._act(obj, pipeline, result, observation)
             self._health(obj, pipeline, result.memory, driver, driver_ip)
@@ -211,6 +220,9 @@ class Reconciler:
                 obj = self._recover(obj, pipeline, action.epoch, obs)
             elif action.kind is Kind.LAUNCH:
                 assert action.epoch is not None
+                if obj["metadata"].get("deletionTimestamp"):
+                    log.info("%s: being deleted; not launching", pipeline.key)
+                    break
                 self._launch(obj, pipeline, action.epoch)
             else:
                 self._simple(obj, action)
@@ -239,6 +251,10 @@ class Reconciler:
             if os.environ.get(FAULT_ENV) == "after-fence":
                 os.kill(os.getpid(), signal.SIGKILL)
             report = sinks.recover(epoch)
+        except FenceRegressionError as exc:
+            # The fence moved above the epoch after it was read (a manual `eo recover` or
+            # `eo run --epoch N` in between): plan again above it, never loop on the error.
+            self._jump_above_fence(obj, pipeline, epoch, exc.current)
         finally:
             sinks.close()
         seconds = time.monotonic() - started
@@ -258,7 +274,7 @@ class Reconciler:
 
     def _jump_above_fence(
         self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, fence: int
-    ) -> None:
+    ) -> NoReturn:
         """Reserve an epoch above a sink fence that is ahead of the plan, then re-plan.
 
         The fence can be ahead after the pipeline was deleted and re-created under the same
@@ -469,33 +485,14 @@ class Reconciler:
         self._tallies.pop((namespace, name), None)
         if pipeline is None:
             return "invalid spec: nothing to resolve"
-        memory = memory_from_status(obj.get("status") or {})
-        annotations = obj["metadata"].get("annotations") or {}
-        raw = annotations.get("eo.dev/epoch", "0")
-        epoch = max(int(raw) if raw.isdigit() else 0, memory.epoch or 0) + 1
-        try:
-            dsns = dsns_from_secrets(self.kube, pipeline)
-        except (KeyError, ApiException) as exc:
-            # The namespace is being deleted and took the Secret first: blocking here would
-            # block the namespace forever. Let go, and say loudly what is left to do.
-            message = (
-                f"could not resolve in-doubt transactions: sink credentials unavailable "
-                f"({str(exc).splitlines()[0]}); run `eo recover PIPELINE.yaml --epoch {epoch}` "
-                "against the sink to finish"
-            )
-            self.kube.event(obj, "FinalizedWithoutSink", message, warning=True)
-            return message
-        sinks = PipelineSinks(pipeline, dsns, self.kube)
-        try:
-            report = sinks.recover(epoch)
-        finally:
-            sinks.close()
-        summary = (
-            f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
-            f"{len(report.rolled_back)} rolled back, {report.left} left"
+        return clean_up_sinks(
+            self.kube,
+            namespace,
+            name,
+            pipeline,
+            self.settings.delete_sink_timeout,
+            datetime.now(UTC),
         )
-        self.kube.event(obj, "Finalized", summary)
-        return summary
 
 
 class RetrySoon(Exception):  # noqa: N818

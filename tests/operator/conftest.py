@@ -10,6 +10,7 @@ import pytest
 from eo_jobs.pgserver import PgServer
 from tests.cluster.plugin import KubeCluster
 from tests.operator.cluster_env import Operator, Scene, installed_operator, make_scene
+from tests.operator.reconcile_env import reconcile_scene  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,145 @@
+"""Deletion of a pipeline: fence above every epoch, resolve what is in doubt, and always let go.
+
+A finalizer that never finishes blocks ``kubectl delete`` and the deletion of the whole
+namespace, so the sink clean-up is bounded:
+
+- it runs with an epoch *reserved on the object* (guarded by resourceVersion, like every other
+  reservation) above the annotation, ``status.epoch`` and the sink fence, so no driver launched
+  by an in-flight reconcile shares it and a fence left ahead (a manual ``eo recover --epoch N``)
+  cannot refuse it;
+- when the sink cannot be reached (down, a wrong DSN, a refused login) the finalizer retries
+  until ``timeout`` seconds after the deletion started, then lets go with a Warning event that
+  names the ``eo recover`` command still to run;
+- the annotation ``eo.dev/skip-sink-cleanup: "true"`` lets go at once, and so do credentials
+  that are gone (the Secret deleted first, as in a namespace deletion): waiting cannot bring
+  them back.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from kubernetes.client.exceptions import ApiException
+
+from eo_jobs.protocol.errors import FenceRegressionError
+from eo_jobs.sinks.postgres.credentials import env_var_for
+from eo_jobs.spec.models import EPOCH_ANNOTATION, Pipeline
+from eo_operator.kube import Conflict, Kube
+from eo_operator.sinks import PipelineSinks, dsns_from_secrets
+
+log = logging.getLogger("eo.operator")
+
+SKIP_ANNOTATION = "eo.dev/skip-sink-cleanup"
+"""Set to ``"true"`` to delete without touching the sink (it is unreachable for good)."""
+FENCE_ATTEMPTS = 3
+"""Fence raises per pass: a fence that keeps moving ahead is someone else's loop, not ours."""
+
+
+class CleanupPending(Exception):  # noqa: N818 (a signal to retry, not an error)
+    """The sink clean-up failed and the wait is not over: try again after ``delay`` seconds."""
+
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+def _int(value: Any) -> int:
+    return int(value) if str(value).isdigit() else 0
+
+
+def _epoch_above(obj: dict[str, Any]) -> int:
+    annotations = obj["metadata"].get("annotations") or {}
+    status = obj.get("status") or {}
+    return max(_int(annotations.get(EPOCH_ANNOTATION)), _int(status.get("epoch"))) + 1
+
+
+def _deletion_started(obj: dict[str, Any], now: datetime) -> datetime:
+    raw = obj["metadata"].get("deletionTimestamp")
+    return datetime.fromisoformat(str(raw).replace("Z", "+00:00")) if raw else now
+
+
+def _reason(exc: BaseException) -> str:
+    """One line about a failure, never a credential (a DSN that does not parse is quoted by
+    libpq, password included)."""
+    if isinstance(exc, psycopg.ProgrammingError) and "connection" in str(exc).lower():
+        return "the DSN in the Secret is not a valid connection string"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _let_go(kube: Kube, obj: dict[str, Any], pipeline: Pipeline, epoch: int, why: str) -> str:
+    variables = ", ".join(env_var_for(s.name) for s in pipeline.spec.sinks)
+    message = (
+        f"deleted without sink clean-up: {why}. Prepared transactions of {pipeline.key} may "
+        f"stay in doubt (holding locks): run `eo recover <pipeline manifest> --epoch {epoch}` "
+        f"with {variables} set to the sinks' DSNs"
+    )
+    kube.event(obj, "FinalizedWithoutSink", message, warning=True)
+    log.warning("%s", message)
+    return message
+
+
+def clean_up_sinks(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    pipeline: Pipeline,
+    timeout: float,
+    now: datetime,
+) -> str:
+    """Fence and resolve for a deleted pipeline whose drivers are stopped; returns a summary.
+
+    Raises ``CleanupPending`` while the sink fails and ``timeout`` has not passed since the
+    deletion started; afterwards it lets go with a Warning event.
+    """
+    obj = kube.get_pipeline(namespace, name)
+    if obj is None:
+        return "already gone"
+    epoch = _epoch_above(obj)
+    annotations = obj["metadata"].get("annotations") or {}
+    if annotations.get(SKIP_ANNOTATION, "").lower() == "true":
+        return _let_go(kube, obj, pipeline, epoch, f"annotation {SKIP_ANNOTATION} is set")
+    try:
+        sinks = PipelineSinks(pipeline, dsns_from_secrets(kube, pipeline), kube)
+    except (KeyError, ApiException) as exc:
+        return _let_go(kube, obj, pipeline, epoch, f"sink credentials unavailable ({_reason(exc)})")
+    try:
+        return _fence_and_resolve(kube, obj, sinks, epoch)
+    except Conflict:
+        raise CleanupPending(f"{pipeline.key} changed while reserving its epoch", 1.0) from None
+    except Exception as exc:  # the sink is down, the DSN wrong, the login refused, ...
+        waited = (now - _deletion_started(obj, now)).total_seconds()
+        if waited < timeout:
+            left = timeout - waited
+            raise CleanupPending(
+                f"sink clean-up of {pipeline.key} failed ({_reason(exc)}); retrying for up to "
+                f"{left:.0f}s more",
+                min(10.0, max(1.0, left)),
+            ) from exc
+        why = f"the sink clean-up failed for {timeout:.0f}s ({_reason(exc)})"
+        return _let_go(kube, obj, pipeline, epoch, why)
+    finally:
+        sinks.close()
+
+
+def _fence_and_resolve(kube: Kube, obj: dict[str, Any], sinks: PipelineSinks, epoch: int) -> str:
+    control = sinks.bound.control
+    control.ensure_schema()
+    for _ in range(FENCE_ATTEMPTS):
+        epoch = max(epoch, (control.fence_epoch(sinks.bound.pipeline) or 0) + 1)
+        obj = kube.reserve_epoch(obj, epoch)
+        try:
+            report = sinks.recover(epoch)
+        except FenceRegressionError as exc:
+            epoch = exc.current + 1
+            continue
+        summary = (
+            f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
+            f"{len(report.rolled_back)} rolled back, {report.left} left"
+        )
+        kube.event(obj, "Finalized", summary)
+        return summary
+    raise RuntimeError(f"the fence of {sinks.bound.pipeline} kept moving above epoch {epoch}")
