@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.coordinator import Coordinator, Prepared
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError
 from eo_jobs.protocol.recovery import recover, sweep
 from eo_jobs.protocol.xa import PreparedTransactions
 from tests.protocol import harness
 
 
-def _prepare_all(coord: harness.Coordinator, dsn: str, batch: int) -> list[harness.Prepared]:
+def _prepare_all(coord: Coordinator, dsn: str, batch: int) -> list[Prepared]:
     rows = harness.batch_rows(batch)
     return [harness.prepare_task(coord, dsn, batch, t, rows) for t in range(harness.TASKS)]
 
