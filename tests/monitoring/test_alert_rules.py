@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
 RULE_TESTS = sorted((ROOT / "monitoring" / "prometheus" / "tests").glob("*.test.yaml"))
 RUNBOOK = ROOT / "docs" / "runbook.md"
+RUNBOOK_BASE_URL = "https://github.com/eo-dev/eo/blob/main/docs/runbook.md"
 
 EXPECTED_ALERTS = {
     "EoCheckpointDurationHigh",
@@ -97,7 +98,8 @@ def test_an_alert_names_the_pipeline_its_value_severity_and_runbook(name: str) -
     assert annotations["summary"]
     assert "{{ $labels.namespace }}/{{ $labels.pipeline }}" in annotations["description"]
     assert "$value" in annotations["description"]
-    assert annotations["runbook_url"] == f"docs/runbook.md#{name.lower()}"
+    # Absolute: Alertmanager, PagerDuty and Slack cannot follow a relative link.
+    assert annotations["runbook_url"] == f"{RUNBOOK_BASE_URL}#{name.lower()}"
 
 
 def test_every_alert_has_a_runbook_section_under_its_anchor() -> None:

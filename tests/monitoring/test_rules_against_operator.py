@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass, SinkHealth
 from tests.monitoring.prometheus_binaries import running_prometheus
 
 DEADLINE_SECONDS = 60
@@ -29,7 +29,7 @@ def _get(url: str) -> bytes:
 
 @pytest.fixture
 def operator_endpoint() -> Iterator[int]:
-    """The operator's metrics for one broken and one healthy pipeline, served over HTTP."""
+    """The operator's metrics for a broken, a stuck and a healthy pipeline, served over HTTP."""
     metrics = PipelineMetrics(CollectorRegistry())
     now = time.time()
     metrics.observe_health(
@@ -68,6 +68,28 @@ def operator_endpoint() -> Iterator[int]:
             sinks={"warehouse": SinkHealth(prepared=95, max_prepared=1000)},
         ),
     )
+    # Running, launched an hour ago, no trigger and no commit since: stuck.
+    metrics.observe_pass(
+        "shop",
+        "stuck",
+        PipelinePass(phase="Running", driver_up=True, restarts=0, epoch=2, active_since=now - 3600),
+    )
+    metrics.observe_health(
+        "shop",
+        "stuck",
+        PipelineHealth(
+            guarantee="exactly-once",
+            epoch=2,
+            phase="Running",
+            driver_up=True,
+            restarts=0,
+            batches=10,
+            failures=0,
+            failure_rate=0.0,
+            trigger_interval_seconds=10,
+            last_commit_time=now - 3600,
+        ),
+    )
     server = metrics.serve(0, addr="127.0.0.1")
     try:
         yield server.server_port
@@ -95,7 +117,8 @@ def test_the_operator_exposition_drives_the_alerts_of_a_broken_pipeline_only(
     prometheus: str,
 ) -> None:
     expected = {
-        ("EoNoRecentCommit", "broken"),
+        # Failed pages once (EoPipelineFailed); the stuck Running pipeline is EoNoRecentCommit.
+        ("EoNoRecentCommit", "stuck"),
         ("EoInDoubtTransactionsStale", "broken"),
         ("EoPreparedTransactionsNearLimit", "broken"),
         ("EoPipelineFailed", "broken"),
