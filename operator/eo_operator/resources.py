@@ -1,9 +1,11 @@
 """Manifests of what a pipeline owns: the spec ConfigMap, the headless Service, the driver Pod.
 
 Pure functions of the pipeline object and an epoch. Pod names carry the epoch
-(``<pipeline>-driver-e<epoch>``), so creating a driver is idempotent and a pod is tied to the
-one epoch it was launched with; its labels carry the epoch and a hash of the spec, which is how
-the planner notices both zombies and spec changes.
+(``<pipeline>-<hash>-driver-e<epoch>``), so creating a driver is idempotent and a pod is tied to
+the one epoch it was launched with; its labels carry the epoch and a hash of the spec, which is
+how the planner notices both zombies and spec changes. Every derived name carries a short hash
+of the full pipeline name, so two pipelines never share an object however their names are cut
+to fit; the pipeline name itself is a label value, which the CRD keeps within 63 characters.
 """
 
 from __future__ import annotations
@@ -34,14 +36,32 @@ def spec_hash(pipeline: Pipeline) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _dns(name: str, suffix: str) -> str:
-    base = re.sub(r"[^a-z0-9-]", "-", name.lower())[: 63 - len(suffix)].strip("-")
-    return f"{base}{suffix}"
+DNS_LABEL = 63
+"""Service names are DNS-1035 labels (a letter first); ConfigMaps are fine as labels too."""
+POD_NAME_LIMIT = 47
+"""Spark uses the driver pod's name as its executor pod name prefix (``<prefix>-exec-<id>``),
+which it limits to 63 - 16 characters."""
+NAME_HASH_LENGTH = 8
+
+
+def _dns(name: str, suffix: str, limit: int = DNS_LABEL) -> str:
+    """``<name, made a label and cut>-<hash of the full name><suffix>``, at most ``limit`` long.
+
+    The hash keeps names apart that mapping or cutting would merge (``orders.v1`` and
+    ``orders-v1``; long names sharing a prefix); a name that does not start with a letter gets
+    ``eo-`` first, so the result is a DNS-1035 label (what a Service name must be).
+    """
+    digest = hashlib.sha256(name.encode()).hexdigest()[:NAME_HASH_LENGTH]
+    tail = f"-{digest}{suffix}"
+    base = re.sub(r"[^a-z0-9-]", "-", name.lower())
+    if not base[:1].isalpha():
+        base = f"eo-{base}"
+    return base[: limit - len(tail)].rstrip("-") + tail
 
 
 def driver_name(pipeline: Pipeline, epoch: int) -> str:
     """Pod name of the driver of ``epoch``."""
-    return _dns(pipeline.metadata.name, f"-driver-e{epoch}")
+    return _dns(pipeline.metadata.name, f"-driver-e{epoch}", POD_NAME_LIMIT)
 
 
 def configmap_name(pipeline: Pipeline) -> str:

@@ -16,6 +16,7 @@ import yaml
 from eo_jobs.spec.models import (
     GROUP,
     KIND,
+    NAME_MAX_LENGTH,
     PLURAL,
     SHORT_NAME,
     SINGULAR,
@@ -109,6 +110,17 @@ def openapi_schema(model: type[PipelineSpec] | type[PipelineStatus]) -> dict[str
     return dict(structural(raw, raw.get("$defs", {})))
 
 
+def metadata_rules() -> list[dict[str, str]]:
+    """CEL on ``metadata.name`` (only allowed at the root), mirroring ``ObjectMeta.name``."""
+    return [
+        {
+            "rule": f"size(self.metadata.name) <= {NAME_MAX_LENGTH}",
+            "message": f"metadata.name must be at most {NAME_MAX_LENGTH} characters: the "
+            "operator labels the pipeline's pods and services with it",
+        }
+    ]
+
+
 def crd() -> dict[str, Any]:
     """The whole CustomResourceDefinition object."""
     spec_schema = openapi_schema(PipelineSpec)
@@ -148,6 +160,7 @@ def crd() -> dict[str, Any]:
                                 "into its sinks with a fenced two-phase commit."
                             ),
                             "required": ["spec"],
+                            "x-kubernetes-validations": metadata_rules(),
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},

@@ -24,6 +24,8 @@ PLURAL = "exactlyoncepipelines"
 SINGULAR = "exactlyoncepipeline"
 SHORT_NAME = "eop"
 EPOCH_ANNOTATION = f"{GROUP}/epoch"
+NAME_MAX_LENGTH = 63
+"""Longest pipeline name (``metadata.name``) the operator can serve: it is a label value."""
 
 IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$"
@@ -511,7 +513,9 @@ class ObjectMeta(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX_LENGTH)]
+    """The operator labels the pipeline's objects with it, and a label value holds 63 characters
+    (the CRD has the same rule, see ``crd.metadata_rules``)."""
     namespace: str = "default"
     annotations: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
