@@ -97,19 +97,16 @@ def test_offsets_behind_latest_sums_the_sources_that_report_it_and_is_none_other
 @pytest.fixture(scope="module")
 def spark() -> Iterator[object]:
     pytest.importorskip("pyspark")
-    from pyspark.sql import SparkSession
+    from tests.support.spark import own_jvm_session
 
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("eo-heartbeat-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
         # Spark reports an idle trigger at most this often (default 10 s).
-        .config("spark.sql.streaming.noDataProgressEventInterval", "200ms")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+        "spark.sql.streaming.noDataProgressEventInterval": "200ms",
+    }
+    with own_jvm_session("eo-heartbeat-test", "local[1]", conf) as session:
+        yield session
 
 
 def test_an_idle_query_keeps_the_heartbeat_fresh_without_any_batch(

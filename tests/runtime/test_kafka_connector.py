@@ -11,6 +11,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 from tests.support.kafka import KafkaBroker
+from tests.support.spark import own_jvm_session
 
 from eo_jobs.runtime.packages import kafka_connector_jars
 
@@ -19,19 +20,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("eo-kafka-connector-test")
-        .config("spark.jars", ",".join(str(jar) for jar in kafka_connector_jars()))
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+    conf = {
+        "spark.jars": ",".join(str(jar) for jar in kafka_connector_jars()),
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    with own_jvm_session("eo-kafka-connector-test", "local[2]", conf) as session:
+        yield session
 
 
 def test_a_batch_read_of_a_topic_returns_exactly_the_produced_records_per_partition(

@@ -10,15 +10,13 @@ ports, so parallel test workers never share state. Its helper methods are those 
 from __future__ import annotations
 
 import base64
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -29,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.support import kafka_client
 from tests.support.kafka_client import ConsumedRecord, Payload
+from tests.support.process import die_with_parent, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERSIONS_FILE = REPO_ROOT / "tools" / "jars" / "versions.properties"
@@ -71,31 +70,17 @@ def broker_jars_dir() -> Path:
     return folder
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _random_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A cluster id in Kafka's Uuid text form: 16 random bytes, URL-safe base64, no padding.
 
-
-def _random_cluster_id() -> str:
-    """A cluster id in Kafka's Uuid text form: 16 random bytes, URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
-
-
-_PR_SET_PDEATHSIG = 1
-_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-"""Resolved here, in the parent, so the forked child only makes one plain libc call (Linux)."""
-
-
-def _die_with_parent() -> None:
-    """Have Linux SIGTERM the broker when the test process dies without stopping it.
-
-    A test run killed outright (a hard timeout, Ctrl-C twice) would otherwise leave a JVM
-    with half a gigabyte of heap running on a shared machine.
+    One id in 64 would start with "-", which the storage tool's argument parser takes for an
+    option ("--cluster-id: expected one argument"); Kafka's own Uuid.randomUuid draws again in
+    that case, and so does this.
     """
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    while True:
+        text = base64.urlsafe_b64encode(random_bytes()).decode("ascii").rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 class KafkaBroker:
@@ -108,8 +93,8 @@ class KafkaBroker:
         self.workdir = workdir
         self.jars = jars
         self.java = java or _java()
-        self.port = _free_port()
-        self.controller_port = _free_port()
+        self.port = free_port()
+        self.controller_port = free_port()
         self.log_path = workdir / "server.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
@@ -130,7 +115,7 @@ class KafkaBroker:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             # Only a pre-resolved libc call runs between fork and exec, so no lock is taken.
-            preexec_fn=_die_with_parent,  # noqa: PLW1509
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
         try:
             self._wait_ready(timeout)

@@ -11,6 +11,7 @@ import pytest
 from tests.support.kafka import (
     BrokerSetupError,
     KafkaBroker,
+    _random_cluster_id,
     broker_jars_dir,
     kafka_version,
 )
@@ -73,3 +74,13 @@ def test_missing_broker_jars_name_the_script_that_fetches_them(
 
     assert f"kafka-broker-{kafka_version()}" in str(error.value)
     assert "scripts/fetch-jars.sh" in str(error.value)
+
+
+def test_a_cluster_id_never_starts_with_a_dash_the_storage_tool_would_read_as_an_option() -> None:
+    # 0xf8 in the first byte encodes to "-" in URL-safe base64: the first draw must be refused.
+    draws = iter([bytes([0xF8]) + bytes(15), bytes(16)])
+
+    cluster_id = _random_cluster_id(lambda: next(draws))
+
+    assert cluster_id == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert len(cluster_id) == 22

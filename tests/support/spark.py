@@ -1,0 +1,56 @@
+"""In-process Spark sessions for tests that each get their own JVM.
+
+PySpark keeps one JVM per Python process: after ``SparkSession.stop()`` the gateway stays up
+and the next ``getOrCreate()`` reuses it. Jars given as ``spark.jars`` reach the driver's class
+path only when that JVM is launched, so a module that needs the Kafka connector fails with
+"Failed to find data source: kafka" when another module on the same pytest-xdist worker
+started Spark first. Each session made here shuts its JVM down when the module is done, so
+the next one starts with exactly the configuration it asked for.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+
+@contextmanager
+def own_jvm_session(app_name: str, master: str, conf: Mapping[str, str]) -> Iterator[SparkSession]:
+    """A session on a JVM launched for it, shut down (JVM included) on exit."""
+    _shutdown_jvm()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    try:
+        yield session
+    finally:
+        session.stop()
+        _shutdown_jvm()
+
+
+def _shutdown_jvm() -> None:
+    """Stop the process's Spark JVM, if any, so the next session launches a fresh one."""
+    active = SparkContext._active_spark_context
+    if active is not None:
+        active.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        # The gateway JVM exits when its stdin closes (PythonGatewayServer watches for EOF).
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
