@@ -3,6 +3,7 @@
 #   $EO_CACHE/jars/spark-kafka-<pyspark version>/   Spark's Kafka connector + its own deps
 #   $EO_CACHE/jars/kafka-broker-<kafka version>/    a Kafka broker (KRaft) for the tests
 #   $EO_CACHE/jars/postgresql-jdbc-<version>/       the PostgreSQL JDBC driver (bench baseline)
+#   $EO_CACHE/jars/hadoop-aws-<hadoop version>/     Hadoop's S3A file system (s3a:// checkpoints)
 # Each folder is written whole, then stamped with `.complete`; a stamped folder is not
 # touched again, so a second run does nothing. The connector must match the installed
 # PySpark exactly, so its version is read from the virtualenv, never pinned here.
@@ -33,6 +34,13 @@ kafka_version="$(prop kafka.broker.version)"
 [[ -n "$kafka_version" ]] || die "kafka.broker.version missing from $TOOLS/versions.properties"
 pgjdbc_version="$(prop postgresql.jdbc.version)"
 [[ -n "$pgjdbc_version" ]] || die "postgresql.jdbc.version missing from $TOOLS/versions.properties"
+# S3A must match the Hadoop client PySpark ships (hadoop-client-api-<version>.jar).
+hadoop_version="$(find "$pyspark_jars" -maxdepth 1 -name 'hadoop-client-api-*.jar' -printf '%f\n' \
+  | sed -E 's/^hadoop-client-api-(.*)\.jar$/\1/' | head -n 1)"
+[[ -n "$hadoop_version" ]] || die "no hadoop-client-api jar in $pyspark_jars"
+aws_sdk_version="$(prop "hadoop.aws.sdk.version.$hadoop_version")"
+[[ -n "$aws_sdk_version" ]] || die "hadoop.aws.sdk.version.$hadoop_version missing from" \
+  "$TOOLS/versions.properties (the aws-java-sdk-v2.version of hadoop-project $hadoop_version)"
 
 # copy_deps POM OUT LOG [-Dprop=value...]: resolve POM's runtime dependencies into OUT.
 copy_deps() {
@@ -131,7 +139,28 @@ fetch_postgresql_jdbc() {
   say "postgresql-jdbc $pgjdbc_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
 }
 
+fetch_hadoop_aws() {
+  local dest="$JARS_DIR/hadoop-aws-$hadoop_version"
+  if [[ -f "$dest/.complete" ]]; then
+    say "hadoop-aws $hadoop_version already in $dest"
+    return
+  fi
+  local tmp="$dest.partial.$$" log
+  log="$(mktemp)"
+  scratch+=("$tmp" "$log")
+  say "resolving org.apache.hadoop:hadoop-aws:$hadoop_version (AWS SDK $aws_sdk_version)"
+  copy_deps "$TOOLS/hadoop-aws/pom.xml" "$tmp" "$log" \
+    -Dhadoop.version="$hadoop_version" -Daws.sdk.version="$aws_sdk_version" \
+    || { cat "$log" >&2; die "could not resolve org.apache.hadoop:hadoop-aws:$hadoop_version"; }
+  drop_shipped_by_pyspark "$tmp"
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+  touch "$dest/.complete"
+  say "hadoop-aws $hadoop_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
+}
+
 mkdir -p "$JARS_DIR"
 fetch_spark_kafka
 fetch_kafka_broker
 fetch_postgresql_jdbc
+fetch_hadoop_aws

@@ -36,7 +36,8 @@ if [[ ! -f "$full_stamp" ]]; then
   touch "$full_stamp"
 fi
 
-for extra in scripts/fetch-jars.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh; do
+for extra in scripts/fetch-jars.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh \
+  scripts/install-s3-server.sh; do
   if [[ -x "$extra" ]]; then
     step "running $extra"
     "$extra"

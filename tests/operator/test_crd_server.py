@@ -15,6 +15,8 @@ INVALID = {
     "table-without-schema.yaml": "spec.sinks[0].postgres.table",
     "two-sources.yaml": "spec.source",
     "reserved-sink-name.yaml": "spec.sinks[0].name",
+    "s3-scheme.yaml": "spec.checkpoint.location",
+    "s3-half-keys.yaml": "spec.checkpoint.s3.accessKeyId",
 }
 
 

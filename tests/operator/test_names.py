@@ -111,3 +111,22 @@ def test_the_api_server_refuses_a_pipeline_name_the_operator_cannot_serve(
     assert refused.returncode != 0 and "63" in refused.stderr, refused.stderr
     doc["metadata"]["name"] = "a" * 63
     crd_installed.kubectl("apply", "-f", "-", input=json.dumps(doc))
+
+
+def test_s3_checkpoint_keys_reach_the_driver_only_as_secret_references() -> None:
+    doc = _doc("orders")
+    doc["spec"]["checkpoint"] = {
+        "location": "s3a://ckpt/orders",
+        "s3": {
+            "accessKeyId": {"secretKeyRef": {"name": "store", "key": "id"}},
+            "secretAccessKey": {"secretKeyRef": {"name": "store", "key": "secret"}},
+        },
+    }
+    pod = driver_pod(parse_pipeline(doc), {"metadata": {"name": "o", "uid": "u"}}, 1, "i", None)
+    env = {item["name"]: item for item in pod["spec"]["containers"][0]["env"]}
+
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"] == {"secretKeyRef": {"name": "store", "key": "id"}}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "store", "key": "secret"}
+    }
+    assert "value" not in env["AWS_ACCESS_KEY_ID"]

@@ -67,9 +67,14 @@ def files_pipeline(
     transform: str | None = None,
     per_trigger: int = 2,
     guarantee: str = "exactly-once",
+    checkpoint: str | None = None,
 ) -> Path:
-    """A pipeline file: JSON files -> (transform) -> public.orders."""
+    """A pipeline file: JSON files -> (transform) -> public.orders.
+
+    ``checkpoint`` is the YAML flow mapping of ``spec.checkpoint`` (default: a local folder).
+    """
     sql = transform or "SELECT order_id, merchant, amount_cents FROM source"
+    checkpoint = checkpoint or f'{{location: "{work / "checkpoint"}", triggerIntervalSeconds: 0}}'
     spec = work / "pipeline.yaml"
     spec.write_text(f"""apiVersion: eo.dev/v1alpha1
 kind: ExactlyOncePipeline
@@ -83,7 +88,7 @@ spec:
   sinks:
     - name: orders
       postgres: {{dsn: {{env: TEST_DSN}}, table: public.orders, writerPartitions: 2}}
-  checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 0}}
+  checkpoint: {checkpoint}
   driver: {{cores: 2, memory: 768m}}
 """)
     return spec

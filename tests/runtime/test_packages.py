@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 
 from eo_jobs.runtime.packages import (
+    HADOOP_AWS_JARS_ENV,
     JARS_OVERRIDE_ENV,
     MissingPackageError,
+    hadoop_aws_jars,
+    installed_hadoop_version,
     kafka_connector_jars,
 )
 
@@ -90,3 +93,19 @@ def test_an_override_folder_without_the_connector_names_the_variable(
 
     with pytest.raises(MissingPackageError, match=re.escape(JARS_OVERRIDE_ENV)):
         kafka_connector_jars()
+
+
+def test_missing_s3a_jars_name_the_hadoop_version_pyspark_ships_and_the_fix(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(HADOOP_AWS_JARS_ENV, raising=False)
+    version = installed_hadoop_version()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version)
+
+    with pytest.raises(MissingPackageError) as error:
+        hadoop_aws_jars()
+
+    assert f"org.apache.hadoop:hadoop-aws:{version}" in str(error.value)
+    assert "scripts/fetch-jars.sh" in str(error.value)
+    _jar_folder(cache / "jars" / f"hadoop-aws-{version}", [f"hadoop-aws-{version}.jar"])
+    assert [jar.name for jar in hadoop_aws_jars()] == [f"hadoop-aws-{version}.jar"]

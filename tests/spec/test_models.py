@@ -98,9 +98,16 @@ def test_the_shipped_example_is_valid(repo_root: Path) -> None:
     assert pipeline.spec.sinks[0].postgres.table == "public.ledger"
 
 
-@pytest.mark.parametrize(
-    "name", ["upsert-without-keys", "unknown-format", "table-without-schema", "two-sources"]
+INVALID_EXAMPLES = sorted(
+    path.stem for path in (Path(__file__).parents[2] / "examples" / "invalid").glob("*.yaml")
 )
+
+
+def test_the_invalid_examples_are_found() -> None:
+    assert len(INVALID_EXAMPLES) >= 7
+
+
+@pytest.mark.parametrize("name", INVALID_EXAMPLES)
 def test_every_invalid_example_is_rejected(repo_root: Path, name: str) -> None:
     with pytest.raises(SpecError):
         load_pipeline(repo_root / "examples" / "invalid" / f"{name}.yaml")
@@ -111,3 +118,54 @@ def test_a_file_without_a_pipeline_says_so(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"kind": "ConfigMap"}))
     with pytest.raises(SpecError, match="no document with kind: ExactlyOncePipeline"):
         load_pipeline(path)
+
+
+def _with_checkpoint(checkpoint: dict[str, object]) -> dict[str, object]:
+    doc = yaml.safe_load(
+        (Path(__file__).parents[2] / "examples" / "orders-ledger.yaml").read_text()
+    )
+    doc["spec"]["checkpoint"] = checkpoint
+    return dict(doc)
+
+
+def test_an_s3a_checkpoint_takes_endpoint_region_and_keys_by_reference() -> None:
+    keys = {
+        "accessKeyId": {"secretKeyRef": {"name": "store", "key": "id"}},
+        "secretAccessKey": {"secretKeyRef": {"name": "store", "key": "secret"}},
+    }
+    pipeline = parse_pipeline(
+        _with_checkpoint(
+            {
+                "location": "s3a://ckpt/orders",
+                "s3": {"endpoint": "http://minio:9000", "pathStyleAccess": True, **keys},
+            }
+        )
+    )
+    store = pipeline.spec.checkpoint.s3
+    assert store is not None and store.path_style_access and store.endpoint == "http://minio:9000"
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "field"),
+    [
+        ({"location": "/data/ckpt", "s3": {"region": "eu-west-1"}}, "spec.checkpoint.s3"),
+        ({"location": "s3n://ckpt/orders"}, "spec.checkpoint.location"),
+        (
+            {
+                "location": "s3a://ckpt/orders",
+                "s3": {"secretAccessKey": {"env": "SECRET"}},
+            },
+            "spec.checkpoint.s3.accessKeyId",
+        ),
+        (
+            {"location": "s3a://ckpt/orders", "s3": {"accessKeyId": "AKIAXXXX"}},
+            "spec.checkpoint.s3.accessKeyId",
+        ),
+    ],
+)
+def test_s3_settings_that_cannot_work_name_their_field(
+    checkpoint: dict[str, object], field: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_pipeline(_with_checkpoint(checkpoint))
+    assert field in str(caught.value)

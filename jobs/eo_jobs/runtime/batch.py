@@ -18,8 +18,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
@@ -27,6 +25,7 @@ from pyspark.sql import functions as F
 
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
 from eo_jobs.runtime.arrow_writer import write_with_arrow
+from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
 from eo_jobs.runtime.one_pass import combined
@@ -60,40 +59,12 @@ class BatchContext:
     coordinator: Coordinator
     writers: dict[str, PostgresWriter]
     dead_letters: PostgresWriter
-    checkpoint: str
+    checkpoint: CheckpointLog
     on_batch: Callable[[BatchResult, float], None] = lambda _r, _s: None
     on_failure: Callable[[BaseException], None] = lambda _e: None
     failed_attempts: FailedAttempts | None = None
     timings: dict[int, BatchResult] = field(default_factory=dict)
     in_batch: threading.Event = field(default_factory=threading.Event)
-
-
-def _local(location: str) -> Path | None:
-    if location.startswith("file://"):
-        return Path(location[len("file://") :])
-    if "://" in location:
-        return None
-    return Path(location)
-
-
-def query_id_of(checkpoint: str) -> str:
-    """The streaming query id stored in the checkpoint's metadata file."""
-    folder = _local(checkpoint)
-    if folder is None:
-        raise RuntimeError("only local or file:// checkpoint locations are read directly")
-    return str(json.loads((folder / "metadata").read_text().splitlines()[0])["id"])
-
-
-def offsets_of(checkpoint: str, batch_id: int) -> list[Any] | None:
-    """Source offsets Spark logged for ``batch_id`` before running it (None if unreadable)."""
-    folder = _local(checkpoint)
-    if folder is None:
-        return None
-    path = folder / "offsets" / str(batch_id)
-    if not path.exists():
-        return None
-    lines = path.read_text().splitlines()[2:]
-    return [json.loads(line) if line not in ("", "-") else None for line in lines]
 
 
 class ForeachBatch:
@@ -117,8 +88,8 @@ class ForeachBatch:
     def _batch(self, df: DataFrame, batch_id: int) -> None:
         ctx = self.ctx
         started = time.perf_counter()
-        query_id = query_id_of(ctx.checkpoint)
-        offsets = offsets_of(ctx.checkpoint, batch_id)
+        query_id = ctx.checkpoint.query_id()
+        offsets = ctx.checkpoint.offsets(batch_id)
         decision = ctx.coordinator.begin(query_id, batch_id, offsets)
         if decision is not None:
             print(

@@ -35,6 +35,7 @@ from eo_jobs.protocol.errors import (
 )
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
+from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
@@ -259,7 +260,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         dead_letters=PostgresWriter(
             dsn=first_dsn, table=dead_letter_table, columns=DEAD_LETTER_COLUMNS
         ),
-        checkpoint=spec.checkpoint.location,
+        checkpoint=CheckpointLog.of(spec.checkpoint.location, spark),
         on_batch=progress.batch,
         on_failure=progress.failed,
         failed_attempts=(

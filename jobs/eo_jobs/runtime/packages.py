@@ -1,8 +1,9 @@
-"""Where the jars of Spark's Kafka connector are on this machine.
+"""Where the jars PySpark does not ship are on this machine: Spark's Kafka connector, Hadoop's
+S3A file system (for ``s3a://`` checkpoints).
 
-PySpark ships no Kafka connector, and `spark.jars.packages` would resolve it from the network
-at every start. `scripts/fetch-jars.sh` resolves it once, from Maven Central, into a cache
-folder keyed by the PySpark version; this module finds that folder. It never imports pyspark,
+`spark.jars.packages` would resolve them from the network at every start.
+`scripts/fetch-jars.sh` resolves them once, from Maven Central, into cache folders keyed by the
+PySpark (or its Hadoop client's) version; this module finds those folders. It never imports pyspark,
 so the CLI can report a missing connector (and how to fetch it) before it starts a JVM.
 """
 
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 from pathlib import Path
 
 CONNECTOR_GROUP = "org.apache.spark"
 CONNECTOR_ARTIFACT = "spark-sql-kafka-0-10_2.13"
 JARS_OVERRIDE_ENV = "EO_SPARK_KAFKA_JARS"
 """Names a folder of jars to use instead of the cache (an image that bakes them in)."""
+HADOOP_AWS_JARS_ENV = "EO_HADOOP_AWS_JARS"
+"""Names a folder of S3A jars to use instead of the cache (an image that bakes them in)."""
 COMPLETE_STAMP = ".complete"
 """Written by fetch-jars.sh last, so a half-copied cache folder is never used."""
 
@@ -53,17 +57,51 @@ def kafka_connector_jars(spark_version: str | None = None) -> list[Path]:
     holding another version's connector counts as missing.
     """
     version = spark_version or installed_pyspark_version()
-    override = os.environ.get(JARS_OVERRIDE_ENV)
-    folder = Path(override) if override else eo_cache() / "jars" / f"spark-kafka-{version}"
+    return _cached_jars(
+        f"spark-kafka-{version}",
+        f"{CONNECTOR_ARTIFACT}-{version}.jar",
+        JARS_OVERRIDE_ENV,
+        f"Spark's Kafka connector {connector_coordinates(version)}",
+    )
+
+
+def _cached_jars(folder_name: str, wanted: str, override_env: str, what: str) -> list[Path]:
+    """The jars of a fetch-jars.sh cache folder (or of the folder ``override_env`` names),
+    refused unless the folder is complete and holds ``wanted``."""
+    override = os.environ.get(override_env)
+    folder = Path(override) if override else eo_cache() / "jars" / folder_name
     jars = sorted(folder.glob("*.jar"))
-    connector = f"{CONNECTOR_ARTIFACT}-{version}.jar"
     complete = bool(override) or (folder / COMPLETE_STAMP).is_file()
-    if not complete or connector not in {jar.name for jar in jars}:
-        source = f"${JARS_OVERRIDE_ENV}" if override else "the jar cache"
+    if not complete or wanted not in {jar.name for jar in jars}:
+        source = f"${override_env}" if override else "the jar cache"
         raise MissingPackageError(
-            f"Spark's Kafka connector {connector_coordinates(version)} is not in {folder} "
-            f"({source}: expected {connector}). Fetch it with `./dev setup` "
-            f"or `scripts/fetch-jars.sh`"
-            + (f", or point ${JARS_OVERRIDE_ENV} at a folder that holds it." if override else ".")
+            f"{what} is not in {folder} ({source}: expected {wanted}). Fetch it with "
+            "`./dev setup` or `scripts/fetch-jars.sh`"
+            + (f", or point ${override_env} at a folder that holds it." if override else ".")
         )
     return jars
+
+
+def installed_hadoop_version() -> str:
+    """The version of the Hadoop client PySpark ships (its ``hadoop-client-api`` jar)."""
+    installed_pyspark_version()
+    for file in importlib.metadata.files("pyspark") or []:
+        match = re.fullmatch(r"hadoop-client-api-(.+)\.jar", file.name)
+        if match:
+            return match.group(1)
+    raise MissingPackageError("the installed pyspark ships no hadoop-client-api jar")
+
+
+def hadoop_aws_jars(hadoop_version: str | None = None) -> list[Path]:
+    """Hadoop's S3A file system and the AWS SDK modules it calls, for ``s3a://`` locations.
+
+    S3A links against the Hadoop client, so it must be the very version PySpark ships.
+    """
+    version = hadoop_version or installed_hadoop_version()
+    return _cached_jars(
+        f"hadoop-aws-{version}",
+        f"hadoop-aws-{version}.jar",
+        HADOOP_AWS_JARS_ENV,
+        f"Hadoop's S3A file system org.apache.hadoop:hadoop-aws:{version} "
+        "(for an s3a:// checkpoint location)",
+    )

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
-from eo_jobs.runtime.packages import kafka_connector_jars
+from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars
+from eo_jobs.spec import s3
 from eo_jobs.spec.models import PipelineSpec
 
 TASK_MAX_FAILURES = 4
@@ -71,8 +72,12 @@ def spark_conf(
     java_options = env.get("EO_SPARK_DRIVER_JAVA_OPTIONS")
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options
-    if spec.source.kafka is not None:
-        conf["spark.jars"] = ",".join(str(p) for p in kafka_connector_jars())
+    jars = kafka_connector_jars() if spec.source.kafka is not None else []
+    if s3.uses_s3(spec.checkpoint):
+        jars += hadoop_aws_jars()
+        conf.update(s3.hadoop_conf(spec.checkpoint))
+    if jars:
+        conf["spark.jars"] = ",".join(str(p) for p in jars)
     return conf
 
 
@@ -80,6 +85,8 @@ def build_session(spec: PipelineSpec, app_name: str) -> SparkSession:
     """Create (or reuse) the SparkSession for ``spec``."""
     # The worker launcher reads PYSPARK_PYTHON from the environment, not only the conf.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # S3 keys reach the JVM through its environment, never its (command-line) configuration.
+    os.environ.update(s3.credential_env(spec.checkpoint, os.environ))
     builder = SparkSession.builder
     for key, value in spark_conf(spec, app_name).items():
         builder = builder.config(key, value)

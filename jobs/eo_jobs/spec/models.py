@@ -276,13 +276,86 @@ class DeadLetter(Model):
     """schema.table for dead letters; default: the first sink's table + "_dead_letter"."""
 
 
+class S3Store(Model):
+    """How the driver reaches the S3-compatible store of an ``s3a://`` checkpoint location.
+
+    Without credentials, Hadoop S3A's default chain is used (web identity for IRSA, the pod's
+    instance profile, AWS_* variables).
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.accessKeyId) == has(self.secretAccessKey)",
+                "set both accessKeyId and secretAccessKey, or neither (default credential chain)",
+                ".accessKeyId",
+            )
+        )
+    )
+
+    endpoint: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$")] | None = None
+    """Endpoint URL of an S3-compatible store (MinIO, Ceph, a test server); default: AWS."""
+    region: Annotated[str, StringConstraints(pattern=r"^[a-z0-9-]+$", max_length=32)] | None = None
+    """Signing region, e.g. eu-west-1 (AWS needs it unless the endpoint implies it)."""
+    path_style_access: bool = False
+    """Address buckets as endpoint/bucket instead of bucket.endpoint (most non-AWS stores)."""
+    access_key_id: CredentialRef | None = None
+    """Access key id, by reference (passed to the driver as AWS_ACCESS_KEY_ID)."""
+    secret_access_key: CredentialRef | None = None
+    """Secret access key, by reference (passed to the driver as AWS_SECRET_ACCESS_KEY)."""
+
+    @model_validator(mode="after")
+    def _both_keys_or_none(self) -> S3Store:
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise FieldError(
+                "accessKeyId",
+                "set both accessKeyId and secretAccessKey, or neither to use the default "
+                "credential chain (IRSA, instance profile)",
+            )
+        return self
+
+
+S3_SCHEME = "s3a://"
+
+
 class Checkpoint(Model):
     """Spark's checkpoint: offsets and commit log. Losing it is detected, never ignored."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "!has(self.s3) || self.location.startsWith('s3a://')",
+                "s3 settings apply only to an s3a:// location",
+                ".s3",
+            ),
+            (
+                "!self.location.startsWith('s3://') && !self.location.startsWith('s3n://')",
+                "use the s3a:// scheme (Hadoop's S3A file system) for an S3 location",
+                ".location",
+            ),
+        )
+    )
+
     location: Annotated[str, StringConstraints(min_length=1)]
-    """Durable folder or URI (a PersistentVolume path or object store) for the checkpoint."""
+    """Durable folder or URI for the checkpoint: a PersistentVolume path, or s3a://bucket/path
+    (Hadoop's S3A is in the image; other schemes need their Hadoop file system on the class
+    path)."""
     trigger_interval_seconds: Annotated[int, Field(ge=0, le=86400)] = 10
     """Seconds between micro-batches; 0 means as fast as possible."""
+    s3: S3Store | None = None
+    """Endpoint, region and credentials of an s3a:// location."""
+
+    @model_validator(mode="after")
+    def _s3_settings_fit_the_location(self) -> Checkpoint:
+        if self.location.startswith(("s3://", "s3n://")):
+            raise FieldError(
+                "location",
+                f"use the s3a:// scheme (Hadoop's S3A file system), e.g. "
+                f"s3a://{self.location.split('://', 1)[1]}",
+            )
+        if self.s3 is not None and not self.location.startswith(S3_SCHEME):
+            raise FieldError("s3", "s3 settings apply only to an s3a:// checkpoint location")
+        return self
 
 
 class Driver(Model):

@@ -1,0 +1,95 @@
+"""The two files of Spark's checkpoint that the commit protocol reads, wherever it lives.
+
+The query id (``metadata``) ties the checkpoint to the decision log, so a lost or replaced
+checkpoint is refused instead of replayed; the offsets Spark logged for a batch (``offsets/N``)
+are recorded with its decision. A local folder is read directly; any other URI (``s3a://``,
+``gs://``, ``abfs://``, ``hdfs://``) through the Hadoop FileSystem of the Spark session, the
+same file system and settings Spark itself writes the checkpoint with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+Reader = Callable[[str], str | None]
+"""Text of the file at a location, or None when there is no such file."""
+
+
+class UnreadableCheckpointError(RuntimeError):
+    """The checkpoint's metadata cannot be read: nothing can be decided without its query id."""
+
+
+class CheckpointLog:
+    """Reads a checkpoint's query id and per-batch offsets."""
+
+    def __init__(self, location: str, read: Reader) -> None:
+        self.location = location.rstrip("/")
+        self._read = read
+        self._query_id: str | None = None
+
+    @classmethod
+    def of(cls, location: str, spark: SparkSession) -> CheckpointLog:
+        """Local folders read directly, every other URI through Spark's Hadoop FileSystem."""
+        folder = _local(location)
+        if folder is not None:
+            return cls(str(folder), _read_local)
+        return cls(location, _hadoop_reader(spark))
+
+    def query_id(self) -> str:
+        """The streaming query id in ``metadata`` (fixed for the checkpoint's life: cached)."""
+        if self._query_id is None:
+            text = self._read(f"{self.location}/metadata")
+            if not text:
+                raise UnreadableCheckpointError(
+                    f"no metadata file in checkpoint {self.location}: Spark writes it when the "
+                    "query starts"
+                )
+            self._query_id = str(json.loads(text.splitlines()[0])["id"])
+        return self._query_id
+
+    def offsets(self, batch_id: int) -> list[Any] | None:
+        """Source offsets Spark logged for ``batch_id`` before running it (None if absent)."""
+        text = self._read(f"{self.location}/offsets/{batch_id}")
+        if text is None:
+            return None
+        lines = text.splitlines()[2:]
+        return [json.loads(line) if line not in ("", "-") else None for line in lines]
+
+
+def _local(location: str) -> Path | None:
+    if location.startswith("file://"):
+        return Path(location[len("file://") :])
+    if "://" in location:
+        return None
+    return Path(location)
+
+
+def _read_local(location: str) -> str | None:
+    path = Path(location)
+    return path.read_text(encoding="utf-8") if path.exists() else None
+
+
+def _hadoop_reader(spark: SparkSession) -> Reader:
+    """A reader on the JVM's Hadoop FileSystem, configured like the streaming query's."""
+    jvm = spark._jvm
+    if jvm is None:
+        raise UnreadableCheckpointError("the Spark session has no JVM")
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+
+    def read(location: str) -> str | None:
+        path = jvm.org.apache.hadoop.fs.Path(location)
+        fs = path.getFileSystem(conf)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    return read

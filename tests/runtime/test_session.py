@@ -1,0 +1,78 @@
+"""The Spark configuration of a driver: what an s3a:// checkpoint adds, and what it never does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eo_jobs.runtime.packages import hadoop_aws_jars
+from eo_jobs.runtime.session import spark_conf
+from eo_jobs.spec import parse_pipeline
+from eo_jobs.spec.models import PipelineSpec
+from eo_jobs.spec.s3 import MissingS3CredentialError, credential_env
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spec(checkpoint: dict[str, object]) -> PipelineSpec:
+    doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
+    doc["spec"]["checkpoint"] = checkpoint
+    doc["spec"]["source"] = {"files": {"path": "/in", "format": "json", "schema": "id BIGINT"}}
+    return parse_pipeline(doc).spec
+
+
+S3 = {
+    "location": "s3a://ckpt/orders",
+    "s3": {
+        "endpoint": "http://minio:9000",
+        "region": "eu-west-1",
+        "pathStyleAccess": True,
+        "accessKeyId": {"env": "STORE_ID"},
+        "secretAccessKey": {"env": "STORE_SECRET"},
+    },
+}
+
+
+def test_an_s3a_checkpoint_puts_s3a_on_the_class_path_and_points_it_at_the_store() -> None:
+    conf = spark_conf(_spec(S3), "app", environ={"STORE_ID": "id", "STORE_SECRET": "top-secret"})
+
+    assert set(conf["spark.jars"].split(",")) == {str(jar) for jar in hadoop_aws_jars()}
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
+    assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "EnvironmentVariableCredentialsProvider"
+    )
+    assert not any("top-secret" in value for value in conf.values())
+
+
+def test_without_keys_the_sdk_chain_with_web_identity_is_used() -> None:
+    conf = spark_conf(_spec({"location": "s3a://ckpt/orders"}), "app", environ={})
+
+    assert conf["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith(
+        "auth.credentials.DefaultCredentialsProvider"
+    )
+    assert "spark.hadoop.fs.s3a.endpoint" not in conf
+
+
+def test_a_local_checkpoint_adds_no_jars_and_no_s3_settings() -> None:
+    conf = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
+
+    assert "spark.jars" not in conf
+    assert not any(key.startswith("spark.hadoop.fs.s3a") for key in conf)
+
+
+def test_keys_by_env_reference_become_the_variables_s3a_reads() -> None:
+    env = credential_env(_spec(S3).checkpoint, {"STORE_ID": "id", "STORE_SECRET": "s"})
+
+    assert env == {"AWS_ACCESS_KEY_ID": "id", "AWS_SECRET_ACCESS_KEY": "s"}
+
+
+def test_a_missing_key_names_the_field_and_the_variable() -> None:
+    with pytest.raises(MissingS3CredentialError) as caught:
+        credential_env(_spec(S3).checkpoint, {"STORE_ID": "id"})
+
+    assert "spec.checkpoint.s3.secretAccessKey" in str(caught.value)
+    assert "STORE_SECRET" in str(caught.value)
