@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -30,6 +31,28 @@ def test_a_postgres_restart_between_two_calls_costs_the_driver_nothing(tmp_path:
         server.restart("fast")
         assert store.in_doubt("eo1:") == []
         assert coord.control.decision(harness.PIPELINE, harness.QUERY, 0) is not None
+
+
+def test_a_server_still_restarting_when_the_next_call_comes_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    with temporary_server(settings={"max_prepared_transactions": "8"}) as server:
+        dsn = server.create_database("restarting")
+        control = ControlStore(dsn)
+        control.ensure_schema()
+        control.raise_fence(harness.PIPELINE, 1)
+        store = PreparedTransactions(dsn)
+        assert store.in_doubt("eo1:") == []
+        server.stop("immediate")  # a crash; it is back only after a failover's few seconds
+        back = threading.Timer(3.0, server.start)
+        back.start()
+        try:
+            started = time.monotonic()
+            assert control.fence_epoch(harness.PIPELINE) == 1
+            assert store.in_doubt("eo1:") == []
+            assert time.monotonic() - started >= 2.5
+        finally:
+            back.join()
 
 
 def test_a_frozen_decision_holding_the_fence_row_does_not_block_the_next_epoch(

@@ -6,6 +6,11 @@ without the caller managing reconnects. ``run`` retries an idempotent piece of w
 fresh connection when the old one turned out to be dead; work whose outcome would be ambiguous
 after a lost reply (the decision) calls ``connection()`` directly and lets the error through.
 
+A connection that broke is reopened patiently: for up to ``REOPEN_SECONDS`` a refused connect
+or a server "starting up" / "in recovery" is retried with backoff, since a crash restart or a
+failover takes seconds, and failing the batch for that would turn every failover into a driver
+restart. A first connect fails fast: that server was never seen.
+
 Every connection has TCP keepalives (a peer that vanished is noticed in about a minute, not
 after the kernel's two hours) and ``lock_timeout`` / ``statement_timeout``, so a stuck lock
 holder cannot hang a driver or the operator forever.
@@ -13,6 +18,7 @@ holder cannot hang a driver or the operator forever.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,12 +36,30 @@ KEEPALIVES = {
 minute. Writer tasks' connections use them too."""
 LOCK_TIMEOUT_MS = 10_000
 STATEMENT_TIMEOUT_MS = 120_000
+REOPEN_SECONDS = 60.0
+"""How long a connection that broke waits for its server to come back before giving up."""
 
 
 def with_keepalives(dsn: str) -> str:
     """``dsn`` with ``KEEPALIVES`` (values the DSN gives win)."""
     given = psycopg.conninfo.conninfo_to_dict(dsn)
     return psycopg.conninfo.make_conninfo(dsn, **{**KEEPALIVES, **given})
+
+
+def connect_patiently(
+    conninfo: str, wait_seconds: float, *, autocommit: bool = False, connect_timeout: int = 10
+) -> psycopg.Connection[Any]:
+    """Connect, retrying a failed connect with backoff for up to ``wait_seconds``."""
+    deadline = time.monotonic() + wait_seconds
+    pause = 0.2
+    while True:
+        try:
+            return psycopg.connect(conninfo, autocommit=autocommit, connect_timeout=connect_timeout)
+        except psycopg.OperationalError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 class LazyConnection:
@@ -55,6 +79,8 @@ class LazyConnection:
             f"-c lock_timeout={lock_timeout_ms} -c statement_timeout={statement_timeout_ms}"
         )
         self._conn: psycopg.Connection[Any] | None = None
+        self._seen = False
+        """Whether a connection was ever opened: only then is a failed reopen waited out."""
 
     def connection(self) -> psycopg.Connection[Any]:
         """The open connection; a closed or broken one is replaced."""
@@ -65,7 +91,11 @@ class LazyConnection:
                 connect_timeout=self._timeout,
                 options=f"{given} {self._options}".strip(),
             )
-            self._conn = psycopg.connect(with_keepalives(dsn), autocommit=True)
+            wait = REOPEN_SECONDS if self._seen else 0.0
+            self._conn = connect_patiently(
+                with_keepalives(dsn), wait, autocommit=True, connect_timeout=self._timeout
+            )
+            self._seen = True
         return self._conn
 
     def run(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:

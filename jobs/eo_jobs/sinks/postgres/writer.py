@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from eo_jobs.protocol.connection import with_keepalives
+from eo_jobs.protocol.connection import REOPEN_SECONDS, connect_patiently, with_keepalives
 from eo_jobs.protocol.xa import prepare, write_marker
 
 ORDINAL = "_eo_ordinal"
@@ -128,8 +128,10 @@ class PostgresWriter:
         The transaction is prepared under ``gid`` with the participant's marker, or simply
         committed when ``gid`` is None (at-least-once and idempotent modes).
         """
-        with psycopg.connect(
-            with_keepalives(self.dsn), connect_timeout=self.connect_timeout
+        # A task that starts while its server restarts (a crash, a failover) waits for it
+        # rather than failing: Spark's few quick retries would all land in the same gap.
+        with connect_patiently(
+            with_keepalives(self.dsn), REOPEN_SECONDS, connect_timeout=self.connect_timeout
         ) as conn:
             conn.execute(
                 "SELECT set_config('lock_timeout', %s, true), set_config('TimeZone', 'UTC', true)",
