@@ -5,13 +5,19 @@ it reaches that point (optionally only for batch ``EO_FAULT_BATCH``). SIGKILL, n
 a real crash runs no ``finally`` blocks, closes no connections politely and flushes nothing, and
 that is exactly what recovery has to survive. ``EO_FAULT_ACTION=raise`` makes a writer task's
 first attempt raise instead: a task failure Spark retries, not a crash.
+
+``EO_FAULT_FILE`` names a JSON file ``{"point": ..., "batch": ..., "action": ...}`` read at every
+crash point instead of the variables, so a chaos run can arm a fault in a driver that is already
+running (and in its writer tasks, which share the file system in local mode). No file, no fault.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
+from pathlib import Path
 
 POINTS = (
     "before-prepare",
@@ -23,13 +29,33 @@ POINTS = (
 )
 
 
+def _settings() -> dict[str, str]:
+    """The armed fault: from ``EO_FAULT_FILE`` when set (read each time), else the variables."""
+    path = os.environ.get("EO_FAULT_FILE")
+    if path is None:
+        return {
+            key: os.environ[f"EO_FAULT_{key.upper()}"]
+            for key in ("point", "batch", "action")
+            if f"EO_FAULT_{key.upper()}" in os.environ
+        }
+    try:
+        loaded = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {key: str(value) for key, value in loaded.items() if value is not None}
+
+
 def armed(point: str, batch_id: int | None = None) -> bool:
     """Whether the configured fault matches this point (and batch, if one is configured)."""
     if point not in POINTS:
         raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
-    if os.environ.get("EO_FAULT_POINT") != point:
+    return _matches(_settings(), point, batch_id)
+
+
+def _matches(settings: dict[str, str], point: str, batch_id: int | None) -> bool:
+    if settings.get("point") != point:
         return False
-    wanted = os.environ.get("EO_FAULT_BATCH")
+    wanted = settings.get("batch")
     return wanted is None or batch_id is None or wanted == str(batch_id)
 
 
@@ -47,8 +73,11 @@ def crash_point(
     ``EO_FAULT_ACTION=raise`` it raises ``InjectedFaultError`` on the ``first_attempt`` only,
     so a retry gets through.
     """
-    if armed(point, batch_id):
-        action = os.environ.get("EO_FAULT_ACTION", "kill")
+    if point not in POINTS:
+        raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
+    settings = _settings()
+    if _matches(settings, point, batch_id):
+        action = settings.get("action", "kill")
         if action == "raise":
             if first_attempt:
                 raise InjectedFaultError(f"fault injected at {point} of batch {batch_id}")

@@ -1,0 +1,114 @@
+"""What must hold after any number of faults: every valid record exactly once in every sink,
+per-merchant sums equal, dead letters exactly once, nothing left prepared, epochs increasing,
+no batch decided twice. Each check counts its violations separately."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+
+import psycopg
+
+from bench.chaos.stream import Truth
+from eo_jobs.protocol.gid import pipeline_prefix
+
+PIPELINE = "chaos/orders"
+
+
+@dataclass(frozen=True)
+class Findings:
+    """Counts; every one but ``rows``/``dead_letters``/``batches`` must be zero."""
+
+    rows: int
+    batches: int
+    dead_letters: int
+    duplicates: int
+    missing: int
+    unexpected: int
+    wrong_values: int
+    sum_mismatches: int
+    latest_wrong: int
+    dead_letter_duplicates: int
+    dead_letters_missing: int
+    prepared_left: int
+    epoch_regressions: int
+    batches_decided_twice: int
+
+    def violations(self) -> dict[str, int]:
+        """The non-zero violation counts by name."""
+        skip = {"rows", "batches", "dead_letters"}
+        return {k: v for k, v in self.__dict__.items() if k not in skip and v}
+
+
+def duplicates_so_far(dsn: str) -> int:
+    """Rows of the append sink beyond the first of each order id (cheap, during the run)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) - count(DISTINCT order_id) FROM public.ledger"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def delivered(dsn: str) -> int:
+    """Distinct order ids in the append sink."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT count(DISTINCT order_id) FROM public.ledger").fetchone()
+    return int(row[0]) if row else 0
+
+
+def last_batch(dsn: str) -> int:
+    """The highest decided batch id (-1 before the first decision)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT coalesce(max(batch_id), -1) FROM eo.decisions WHERE pipeline = %s", (PIPELINE,)
+        ).fetchone()
+    return int(row[0]) if row else -1
+
+
+def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
+    """The whole audit; ``decided_by_drivers`` is every batch id any driver reported deciding."""
+    with psycopg.connect(dsn) as conn:
+        ledger = conn.execute(
+            "SELECT order_id, merchant, amount_cents FROM public.ledger"
+        ).fetchall()
+        latest = conn.execute(
+            "SELECT order_id, merchant, amount_cents FROM public.latest"
+        ).fetchall()
+        dead = [r[0] for r in conn.execute("SELECT raw FROM public.ledger_dead_letter").fetchall()]
+        left = conn.execute(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
+            (pipeline_prefix(PIPELINE),),
+        ).fetchone()
+        decisions = conn.execute(
+            "SELECT batch_id, epoch FROM eo.decisions WHERE pipeline = %s ORDER BY batch_id",
+            (PIPELINE,),
+        ).fetchall()
+    counts = Counter(r[0] for r in ledger)
+    values = {r[0]: (r[1], r[2]) for r in ledger}
+    sink_sums: Counter[str] = Counter()
+    for order_id, (merchant, amount) in values.items():
+        sink_sums[merchant] += amount * counts[order_id]
+    source_sums: Counter[str] = Counter()
+    for merchant, amount in truth.valid.values():
+        source_sums[merchant] += amount
+    latest_values = {r[0]: (r[1], r[2]) for r in latest}
+    dead_counts = Counter(dead)
+    epochs = [int(e) for _, e in decisions]
+    reported = Counter(decided_by_drivers)
+    return Findings(
+        rows=len(ledger),
+        batches=len(decisions),
+        dead_letters=len(dead),
+        duplicates=sum(c - 1 for c in counts.values()),
+        missing=sum(1 for oid in truth.valid if oid not in counts),
+        unexpected=sum(1 for oid in counts if oid not in truth.valid),
+        wrong_values=sum(1 for oid, v in values.items() if truth.valid.get(oid, v) != v),
+        sum_mismatches=sum(1 for m in source_sums | sink_sums if source_sums[m] != sink_sums[m]),
+        latest_wrong=len(latest_values.items() ^ truth.valid.items()),
+        dead_letter_duplicates=sum(c - 1 for c in dead_counts.values()),
+        dead_letters_missing=len(truth.malformed - {raw.rstrip("\n") for raw in dead_counts}),
+        prepared_left=int(left[0]) if left else -1,
+        epoch_regressions=sum(1 for a, b in itertools.pairwise(epochs) if b < a),
+        batches_decided_twice=sum(c - 1 for c in reported.values()),
+    )

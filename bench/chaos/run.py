@@ -1,0 +1,243 @@
+"""The chaos loop: a pipeline under a growing stream, one random fault after another, then the
+audit. Seeded: the same seed picks the same faults in the same order (timings still vary)."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from bench.chaos import audit as checks
+from bench.chaos.driver import ChaosDriver
+from bench.chaos.faults import KINDS
+from bench.chaos.stream import SCHEMA, Stream
+from eo_jobs.pgserver import PgServer, temporary_server
+from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.recovery import recover
+from eo_jobs.protocol.xa import PreparedTransactions
+
+TABLES = (
+    "CREATE TABLE public.ledger (order_id bigint NOT NULL, merchant text, amount_cents bigint)",
+    "CREATE TABLE public.latest (order_id bigint PRIMARY KEY, merchant text, amount_cents bigint)",
+)
+SETTLE_SECONDS = 240.0
+"""How long a pipeline may take to decide a new batch after a fault before it counts as stuck."""
+
+
+def pipeline_yaml(work: Path) -> str:
+    """Files -> two sinks (append and upsert) in one database, exactly once."""
+    return f"""apiVersion: eo.dev/v1alpha1
+kind: ExactlyOncePipeline
+metadata: {{name: orders, namespace: chaos}}
+spec:
+  guarantee: exactly-once
+  source:
+    files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: 2, schema: "{SCHEMA}"}}
+  sinks:
+    - name: ledger
+      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.ledger, writerPartitions: 2}}
+    - name: latest
+      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.latest, mode: upsert,
+                 keyColumns: [order_id], writerPartitions: 2}}
+  checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 1}}
+  driver: {{cores: 2, memory: 768m}}
+"""
+
+
+@dataclass
+class Chaos:
+    """The state of a run: server, pipeline, current driver, what happened."""
+
+    work: Path
+    server: PgServer
+    dsn: str
+    rng: random.Random
+    spec: Path
+    fault_file: Path
+    driver: ChaosDriver = field(init=False)
+    epoch: int = 0
+    launches: list[int] = field(default_factory=list)
+    drivers: list[ChaosDriver] = field(default_factory=list)
+    relaunch_reasons: Counter[str] = field(default_factory=Counter)
+    stalls: int = 0
+    duplicates_seen: int = 0
+
+    def launch(self) -> None:
+        """Fence and resolve for a new epoch (retried while PostgreSQL is away), then start."""
+        epoch = self.epoch + 1
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                recover(
+                    ControlStore(self.dsn),
+                    [PreparedTransactions(self.dsn)],
+                    checks.PIPELINE,
+                    epoch,
+                )
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        self.epoch = epoch
+        self.launches.append(epoch)
+        log = self.work / "logs" / f"driver-{epoch:04d}.log"
+        self.driver = ChaosDriver(self.spec, epoch, self.dsn, self.fault_file, log)
+        self.drivers.append(self.driver)
+
+    def relaunch(self, reason: str, *, keep_old: bool = False) -> None:
+        """What the operator does for a dead (or presumed dead) driver."""
+        if not keep_old:
+            self.driver.signal(signal.SIGKILL)
+            self.driver.wait(30)
+        self.relaunch_reasons[reason] += 1
+        self.launch()
+
+    def survived_or_relaunched(self, reason: str) -> str:
+        """After a fault the driver may ride out: it either decides a new batch or is replaced."""
+        before = len(self.driver.decided)
+        if self.driver.wait_for_batches(before + 1, SETTLE_SECONDS):
+            return "survived"
+        self.relaunch(reason)
+        return "relaunched"
+
+    def arm(self, fault: dict[str, object]) -> None:
+        """Arm a fault in the running driver (written whole, then renamed: never half-read)."""
+        tmp = self.fault_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(fault), encoding="utf-8")
+        tmp.rename(self.fault_file)
+
+    def disarm(self) -> None:
+        """No fault armed."""
+        self.fault_file.unlink(missing_ok=True)
+
+    def settle(self) -> None:
+        """Until the pipeline decides a new batch; a stuck one is counted and replaced."""
+        if not self.driver.alive():
+            self.relaunch("exited")
+        before = len(self.driver.decided)
+        if not self.driver.wait_for_batches(before + 1, SETTLE_SECONDS):
+            if self.driver.alive():
+                self.stalls += 1
+            self.relaunch("stalled" if self.driver.alive() else "exited")
+            self.driver.wait_for_batches(1, SETTLE_SECONDS)
+
+
+@dataclass
+class Summary:
+    """What a run did and found."""
+
+    seed: int
+    faults: Counter[str]
+    outcomes: Counter[str]
+    findings: checks.Findings
+    relaunches: Counter[str]
+    stalls: int
+    duplicates_seen: int
+    seconds: float
+    records: int
+
+    def violations(self) -> dict[str, int]:
+        """Every non-zero violation count, by name."""
+        found = self.findings.violations()
+        if self.stalls:
+            found["stalls"] = self.stalls
+        if self.duplicates_seen:
+            found["duplicates_seen_during_run"] = self.duplicates_seen
+        return found
+
+
+def run(
+    seed: int, minutes: float | None, faults: int | None, kinds: list[str], work: Path
+) -> Summary:
+    """The whole chaos run; stops at ``faults`` faults or after ``minutes``, whichever first."""
+    rng = random.Random(seed)  # noqa: S311 - a reproducible choice of faults
+    started = time.monotonic()
+    work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o755)
+    (work / "logs").mkdir(exist_ok=True)
+    # The server's folder is a fresh 0755 one of its own: under root, PostgreSQL runs as an
+    # unprivileged user that could not enter a 0700 work folder (pytest's, mktemp's).
+    with temporary_server() as server:
+        return _run(seed, minutes, faults, kinds, work, server, rng, started)
+
+
+def _run(
+    seed: int,
+    minutes: float | None,
+    faults: int | None,
+    kinds: list[str],
+    work: Path,
+    server: PgServer,
+    rng: random.Random,
+    started: float,
+) -> Summary:
+    stream = Stream(work / "in", seed, per_file=300, interval=0.7)
+    try:
+        dsn = server.create_database("chaos")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for ddl in TABLES:
+                conn.execute(ddl)
+        spec = work / "pipeline.yaml"
+        spec.write_text(pipeline_yaml(work), encoding="utf-8")
+        chaos = Chaos(work, server, dsn, rng, spec, work / "fault.json")
+        for _ in range(3):
+            stream.write_file()
+        stream.start()
+        chaos.launch()
+        chaos.settle()
+        done: Counter[str] = Counter()
+        outcomes: Counter[str] = Counter()
+        deadline = started + minutes * 60 if minutes else None
+        order: list[str] = []
+        while (faults is None or sum(done.values()) < faults) and (
+            deadline is None or time.monotonic() < deadline
+        ):
+            if not order:  # every kind once per round, in a seeded random order
+                order = rng.sample(kinds, len(kinds))
+            kind = order.pop()
+            outcome = KINDS[kind](chaos)
+            done[kind] += 1
+            outcomes[f"{kind}: {outcome}"] += 1
+            print(
+                f"[{time.monotonic() - started:7.0f}s] fault {sum(done.values()):>4} {kind:<17}"
+                f" -> {outcome:<22} epoch {chaos.epoch}, last batch {checks.last_batch(dsn)}",
+                flush=True,
+            )
+            chaos.settle()
+            chaos.duplicates_seen = max(chaos.duplicates_seen, checks.duplicates_so_far(dsn))
+        stream.stop()
+        chaos.disarm()
+        _drain(chaos, len(stream.truth.valid))
+        chaos.driver.stop()
+        decided = [batch for driver in chaos.drivers for batch in driver.decided]
+        findings = checks.audit(dsn, stream.truth, decided)
+        return Summary(
+            seed=seed,
+            faults=done,
+            outcomes=outcomes,
+            findings=findings,
+            relaunches=chaos.relaunch_reasons,
+            stalls=chaos.stalls,
+            duplicates_seen=chaos.duplicates_seen,
+            seconds=time.monotonic() - started,
+            records=len(stream.truth.valid),
+        )
+    finally:
+        stream.stop()
+
+
+def _drain(chaos: Chaos, records: int) -> None:
+    """Let the pipeline catch up with the whole stream (relaunching a dead driver)."""
+    deadline = time.monotonic() + 600
+    while checks.delivered(chaos.dsn) < records and time.monotonic() < deadline:
+        if not chaos.driver.alive():
+            chaos.relaunch("exited while draining")
+        time.sleep(1)
+    time.sleep(3)  # a batch in flight finishes its phase 2

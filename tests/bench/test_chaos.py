@@ -1,0 +1,80 @@
+"""Chaos: a seeded short run of every fault kind ends with zero violations, and the audit it
+relies on does count what it must (a checker that cannot fail would prove nothing)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from bench.chaos import audit
+from bench.chaos.faults import KINDS
+from bench.chaos.stream import Stream
+
+from eo_jobs.protocol.control import ControlStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(tmp_path: Path) -> None:
+    work = tmp_path / "chaos"
+    result = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "bench.chaos", "--seed", "4242", "--faults", str(len(KINDS))),
+            *("--workdir", str(work)),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=850,
+        check=False,
+    )
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    match = re.fullmatch(
+        r"faults: (\d+), kinds: (\d+), batches: (\d+), violations: 0, seed: 4242", last
+    )
+    assert match, last
+    assert (int(match[1]), int(match[2])) == (len(KINDS), len(KINDS))
+    assert int(match[3]) > len(KINDS)
+
+
+def _tables(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.ledger (order_id bigint, merchant text, amount_cents bigint)"
+        )
+        conn.execute(
+            "CREATE TABLE public.latest (order_id bigint, merchant text, amount_cents bigint)"
+        )
+        conn.execute("CREATE TABLE public.ledger_dead_letter (raw text)")
+    ControlStore(dsn).ensure_schema()
+
+
+def test_the_audit_counts_a_duplicate_a_gap_a_wrong_amount_and_a_lost_dead_letter(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    _tables(pg_dsn)
+    stream = Stream(tmp_path / "in", seed=3, per_file=50, interval=1.0)
+    while not stream.truth.malformed:
+        stream.write_file()
+    truth = stream.truth
+    rows = [(oid, merchant, amount) for oid, (merchant, amount) in truth.valid.items()]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn, conn.cursor() as cur:
+        cur.executemany("INSERT INTO public.ledger VALUES (%s, %s, %s)", rows[1:] + rows[2:3])
+        cur.executemany("INSERT INTO public.latest VALUES (%s, %s, %s)", rows)
+        conn.execute("UPDATE public.latest SET amount_cents = amount_cents + 1 WHERE order_id = 5")
+
+    found = audit.audit(pg_dsn, truth, decided_by_drivers=[0, 1, 1])
+
+    assert found.duplicates == 1 and found.missing == 1
+    assert found.sum_mismatches >= 1 and found.latest_wrong == 2
+    assert found.dead_letters_missing == len(truth.malformed)
+    assert found.batches_decided_twice == 1
+    assert set(found.violations()) >= {"duplicates", "missing", "dead_letters_missing"}
