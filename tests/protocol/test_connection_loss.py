@@ -107,3 +107,53 @@ def test_a_writer_tasks_connection_has_keepalives_too(pg_dsn: str) -> None:
 
     harness.writer(pg_dsn).write_with(body, gid=None, pipeline=harness.PIPELINE, batch_id=0)
     assert (seen.get("keepalives"), seen.get("keepalives_idle")) == ("1", "30")
+
+
+def _decide(control: ControlStore, batch_id: int) -> float:
+    return control.decide(
+        pipeline=harness.PIPELINE,
+        query_id=harness.QUERY,
+        batch_id=batch_id,
+        epoch=1,
+        participants=["eo1:x"],
+        source_offsets=None,
+        rows_written=1,
+        prepare_ms=0.0,
+    )
+
+
+def _terminate(dsn: str, control: ControlStore) -> None:
+    pid = control.connection().info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def _decisions(dsn: str) -> list[tuple[int, int]]:
+    with psycopg.connect(dsn) as conn:
+        return [
+            (int(b), int(e))
+            for b, e in conn.execute("SELECT batch_id, epoch FROM eo.decisions").fetchall()
+        ]
+
+
+def test_a_decision_on_an_idle_connection_the_server_ended_is_still_written(pg_dsn: str) -> None:
+    control = ControlStore(pg_dsn)
+    control.ensure_schema()
+    control.raise_fence(harness.PIPELINE, 1)
+    _terminate(pg_dsn, control)  # an idle timeout, a proxy, pg_terminate_backend
+
+    _decide(control, 0)
+
+    assert _decisions(pg_dsn) == [(0, 1)]
+
+
+def test_a_decision_whose_first_try_committed_is_found_not_written_twice(pg_dsn: str) -> None:
+    control = ControlStore(pg_dsn)
+    control.ensure_schema()
+    control.raise_fence(harness.PIPELINE, 1)
+    _decide(ControlStore(pg_dsn), 0)  # what the first try left: committed, reply lost
+    _terminate(pg_dsn, control)
+
+    _decide(control, 0)
+
+    assert _decisions(pg_dsn) == [(0, 1)]

@@ -107,10 +107,14 @@ class LazyConnection:
         try:
             return work(self.connection())
         except psycopg.OperationalError:
-            if self._conn is not None and not (self._conn.broken or self._conn.closed):
+            if not self.lost():
                 raise
             self.close()
             return work(self.connection())
+
+    def lost(self) -> bool:
+        """Whether the connection died (after an error: the server, not the SQL, failed)."""
+        return self._conn is None or self._conn.broken or self._conn.closed
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -311,9 +311,37 @@ class ControlStore(LazyConnection):
 
         Raises ``FencedError`` when the fence moved past ``epoch``. A duplicate decision
         (primary key) cannot happen for a live driver: replays check ``decision`` first.
+
+        A connection found dead (an idle timeout, a restart, ``pg_terminate_backend``) is
+        replaced and the decision tried once more. That is safe even when the first try's
+        reply was what got lost: the retry first takes the fence row, which the first try's
+        transaction held until it committed or aborted, and then finds its decision if it did
+        commit, instead of deciding again.
         """
         started = time.perf_counter()
-        conn = self.connection()
+        row = (
+            pipeline,
+            query_id,
+            batch_id,
+            epoch,
+            list(participants),
+            None if source_offsets is None else json.dumps(source_offsets),
+            rows_written,
+            prepare_ms,
+        )
+        try:
+            self._decide(self.connection(), row, started, retry=False)
+        except psycopg.OperationalError:
+            if not self.lost():
+                raise
+            self.close()
+            self._decide(self.connection(), row, started, retry=True)
+        return (time.perf_counter() - started) * 1000.0
+
+    def _decide(
+        self, conn: psycopg.Connection[Any], row: tuple[Any, ...], started: float, *, retry: bool
+    ) -> None:
+        pipeline, query_id, batch_id, epoch = row[:4]
         with conn.transaction():
             # The commit point must be durable before any participant is committed, even
             # where the database or role defaults to asynchronous commit (a control database
@@ -327,24 +355,26 @@ class ControlStore(LazyConnection):
             )
             if cur.rowcount != 1:
                 raise FencedError(pipeline, epoch, self._fence_in(conn, pipeline))
+            if retry:
+                found = conn.execute(
+                    """SELECT epoch FROM eo.decisions
+                       WHERE pipeline = %s AND query_id = %s AND batch_id = %s""",
+                    (pipeline, query_id, batch_id),
+                ).fetchone()
+                if found is not None:
+                    if int(found[0]) != epoch:
+                        raise RuntimeError(
+                            f"batch {batch_id} of {pipeline} was decided by epoch {found[0]} "
+                            f"while epoch {epoch} held the fence"
+                        )
+                    return  # the first try committed; only its reply was lost
             decide_ms = (time.perf_counter() - started) * 1000.0
             conn.execute(
                 """INSERT INTO eo.decisions (pipeline, query_id, batch_id, epoch, participants,
                        source_offsets, rows_written, prepare_ms, decide_ms)
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                (
-                    pipeline,
-                    query_id,
-                    batch_id,
-                    epoch,
-                    list(participants),
-                    None if source_offsets is None else json.dumps(source_offsets),
-                    rows_written,
-                    prepare_ms,
-                    decide_ms,
-                ),
+                (*row, decide_ms),
             )
-        return (time.perf_counter() - started) * 1000.0
 
     @staticmethod
     def _fence_in(conn: psycopg.Connection[Any], pipeline: str) -> int | None:
