@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from bench.chaos.faults import KINDS
-from bench.chaos.run import Summary, run
+from bench.chaos.run import Plan, Summary, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kinds", default=",".join(KINDS), help="comma-separated fault kinds to choose from"
     )
+    parser.add_argument(
+        "--source", choices=("files", "kafka"), default="files", help="where the stream comes from"
+    )
     parser.add_argument("--workdir", default=None, help="kept after the run (default: temporary)")
     args = parser.parse_args(argv)
     kinds = [k for k in args.kinds.split(",") if k]
@@ -41,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else time.time_ns() % 100_000
     minutes = args.minutes if args.minutes is not None or args.faults is not None else 5.0
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="eo-chaos-"))
-    print(f"chaos: seed {seed}, kinds {', '.join(kinds)}, work {work}", flush=True)
-    summary = run(seed, minutes, args.faults, kinds, work)
+    print(
+        f"chaos: seed {seed}, source {args.source}, kinds {', '.join(kinds)}, work {work}",
+        flush=True,
+    )
+    summary = run(Plan(seed, minutes, args.faults, kinds, args.source), work)
     print_summary(summary)
     if not args.workdir and not summary.violations():
         shutil.rmtree(work, ignore_errors=True)

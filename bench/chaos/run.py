@@ -3,6 +3,7 @@ audit. Seeded: the same seed picks the same faults in the same order (timings st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -16,7 +17,7 @@ import psycopg
 from bench.chaos import audit as checks
 from bench.chaos.driver import ChaosDriver
 from bench.chaos.faults import KINDS
-from bench.chaos.stream import SCHEMA, Stream
+from bench.chaos.stream import SCHEMA, Stream, file_emitter, kafka_emitter
 from eo_jobs.pgserver import PgServer, temporary_server
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.recovery import recover
@@ -30,15 +31,30 @@ SETTLE_SECONDS = 240.0
 """How long a pipeline may take to decide a new batch after a fault before it counts as stuck."""
 
 
-def pipeline_yaml(work: Path) -> str:
-    """Files -> two sinks (append and upsert) in one database, exactly once."""
+def files_source(work: Path) -> str:
+    """The ``spec.source`` of the files stream (YAML flow mapping)."""
+    return (
+        f'{{files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: 2, '
+        f'schema: "{SCHEMA}"}}}}'
+    )
+
+
+def kafka_source(bootstrap: str, topic: str) -> str:
+    """The ``spec.source`` of the Kafka stream (YAML flow mapping)."""
+    return (
+        f'{{kafka: {{bootstrapServers: "{bootstrap}", topics: [{topic}], '
+        f'startingOffsets: earliest, maxOffsetsPerTrigger: 900, schema: "{SCHEMA}"}}}}'
+    )
+
+
+def pipeline_yaml(work: Path, source: str) -> str:
+    """``source`` -> two sinks (append and upsert) in one database, exactly once."""
     return f"""apiVersion: eo.dev/v1alpha1
 kind: ExactlyOncePipeline
 metadata: {{name: orders, namespace: chaos}}
 spec:
   guarantee: exactly-once
-  source:
-    files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: 2, schema: "{SCHEMA}"}}
+  source: {source}
   sinks:
     - name: ledger
       postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.ledger, writerPartitions: 2}}
@@ -48,6 +64,18 @@ spec:
   checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 1}}
   driver: {{cores: 2, memory: 768m}}
 """
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run does: which faults, how many or for how long, from which source."""
+
+    seed: int
+    minutes: float | None
+    faults: int | None
+    kinds: list[str]
+    source: str = "files"
+    """``files`` (JSON-lines files) or ``kafka`` (a real broker started for the run)."""
 
 
 @dataclass
@@ -153,84 +181,87 @@ class Summary:
         return found
 
 
-def run(
-    seed: int, minutes: float | None, faults: int | None, kinds: list[str], work: Path
-) -> Summary:
-    """The whole chaos run; stops at ``faults`` faults or after ``minutes``, whichever first."""
-    rng = random.Random(seed)  # noqa: S311 - a reproducible choice of faults
+def run(plan: Plan, work: Path) -> Summary:
+    """The whole chaos run; stops after ``plan.faults`` faults or ``plan.minutes``."""
     started = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o755)
     (work / "logs").mkdir(exist_ok=True)
-    # The server's folder is a fresh 0755 one of its own: under root, PostgreSQL runs as an
-    # unprivileged user that could not enter a 0700 work folder (pytest's, mktemp's).
-    with temporary_server() as server:
-        return _run(seed, minutes, faults, kinds, work, server, rng, started)
+    with contextlib.ExitStack() as stack:
+        # The server's folder is a fresh 0755 one of its own: under root, PostgreSQL runs as an
+        # unprivileged user that could not enter a 0700 work folder (pytest's, mktemp's).
+        server = stack.enter_context(temporary_server())
+        if plan.source == "kafka":
+            from tests.support.kafka import KafkaBroker, broker_jars_dir
+
+            (work / "kafka").mkdir(exist_ok=True)
+            broker = stack.enter_context(KafkaBroker(work / "kafka", broker_jars_dir()))
+            broker.create_topic("orders", partitions=4)
+            emit = kafka_emitter(lambda records: broker.produce("orders", records))
+            source = kafka_source(broker.bootstrap_servers, "orders")
+        else:
+            emit, source = file_emitter(work / "in"), files_source(work)
+        stream = Stream(emit, plan.seed, per_file=300, interval=0.7)
+        try:
+            return _run(plan, work, server, stream, source, started)
+        finally:
+            stream.stop()
 
 
 def _run(
-    seed: int,
-    minutes: float | None,
-    faults: int | None,
-    kinds: list[str],
-    work: Path,
-    server: PgServer,
-    rng: random.Random,
-    started: float,
+    plan: Plan, work: Path, server: PgServer, stream: Stream, source: str, started: float
 ) -> Summary:
-    stream = Stream(work / "in", seed, per_file=300, interval=0.7)
-    try:
-        dsn = server.create_database("chaos")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            for ddl in TABLES:
-                conn.execute(ddl)
-        spec = work / "pipeline.yaml"
-        spec.write_text(pipeline_yaml(work), encoding="utf-8")
-        chaos = Chaos(work, server, dsn, rng, spec, work / "fault.json")
-        for _ in range(3):
-            stream.write_file()
-        stream.start()
-        chaos.launch()
-        chaos.settle()
-        done: Counter[str] = Counter()
-        outcomes: Counter[str] = Counter()
-        deadline = started + minutes * 60 if minutes else None
-        order: list[str] = []
-        while (faults is None or sum(done.values()) < faults) and (
-            deadline is None or time.monotonic() < deadline
-        ):
-            if not order:  # every kind once per round, in a seeded random order
-                order = rng.sample(kinds, len(kinds))
-            kind = order.pop()
-            outcome = KINDS[kind](chaos)
-            done[kind] += 1
-            outcomes[f"{kind}: {outcome}"] += 1
-            print(
-                f"[{time.monotonic() - started:7.0f}s] fault {sum(done.values()):>4} {kind:<17}"
-                f" -> {outcome:<22} epoch {chaos.epoch}, last batch {checks.last_batch(dsn)}",
-                flush=True,
-            )
-            chaos.settle()
-            chaos.duplicates_seen = max(chaos.duplicates_seen, checks.duplicates_so_far(dsn))
-        stream.stop()
-        chaos.disarm()
-        _drain(chaos, len(stream.truth.valid))
-        chaos.driver.stop()
-        decided = [batch for driver in chaos.drivers for batch in driver.decided]
-        findings = checks.audit(dsn, stream.truth, decided)
-        return Summary(
-            seed=seed,
-            faults=done,
-            outcomes=outcomes,
-            findings=findings,
-            relaunches=chaos.relaunch_reasons,
-            stalls=chaos.stalls,
-            duplicates_seen=chaos.duplicates_seen,
-            seconds=time.monotonic() - started,
-            records=len(stream.truth.valid),
+    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible choice of faults
+    minutes, faults, kinds = plan.minutes, plan.faults, plan.kinds
+    dsn = server.create_database("chaos")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for ddl in TABLES:
+            conn.execute(ddl)
+    spec = work / "pipeline.yaml"
+    spec.write_text(pipeline_yaml(work, source), encoding="utf-8")
+    chaos = Chaos(work, server, dsn, rng, spec, work / "fault.json")
+    for _ in range(3):
+        stream.write_file()
+    stream.start()
+    chaos.launch()
+    chaos.settle()
+    done: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    deadline = started + minutes * 60 if minutes else None
+    order: list[str] = []
+    while (faults is None or sum(done.values()) < faults) and (
+        deadline is None or time.monotonic() < deadline
+    ):
+        if not order:  # every kind once per round, in a seeded random order
+            order = rng.sample(kinds, len(kinds))
+        kind = order.pop()
+        outcome = KINDS[kind](chaos)
+        done[kind] += 1
+        outcomes[f"{kind}: {outcome}"] += 1
+        print(
+            f"[{time.monotonic() - started:7.0f}s] fault {sum(done.values()):>4} {kind:<17}"
+            f" -> {outcome:<22} epoch {chaos.epoch}, last batch {checks.last_batch(dsn)}",
+            flush=True,
         )
-    finally:
-        stream.stop()
+        chaos.settle()
+        chaos.duplicates_seen = max(chaos.duplicates_seen, checks.duplicates_so_far(dsn))
+    stream.stop()
+    chaos.disarm()
+    _drain(chaos, len(stream.truth.valid))
+    chaos.driver.stop()
+    decided = [batch for driver in chaos.drivers for batch in driver.decided]
+    findings = checks.audit(dsn, stream.truth, decided)
+    return Summary(
+        seed=plan.seed,
+        faults=done,
+        outcomes=outcomes,
+        findings=findings,
+        relaunches=chaos.relaunch_reasons,
+        stalls=chaos.stalls,
+        duplicates_seen=chaos.duplicates_seen,
+        seconds=time.monotonic() - started,
+        records=len(stream.truth.valid),
+    )
 
 
 def _drain(chaos: Chaos, records: int) -> None:

@@ -1,8 +1,9 @@
-"""The generated stream: JSON-lines files written while the pipeline runs, and their truth.
+"""The generated stream: JSON records written while the pipeline runs, and their truth.
 
-Files appear atomically (write, then rename), a few lines in each are malformed (they must end
-up as dead letters, exactly once), and every valid record's merchant and amount are remembered,
-so the audit can check rows, duplicates, gaps and per-merchant sums.
+Records go out in chunks, as a JSON-lines file (written, then renamed: Spark never sees half a
+file) or as messages to a real Kafka topic. About 1% are malformed (they must end up as dead
+letters, exactly once), and every valid record's merchant and amount are remembered, so the
+audit can check rows, duplicates, gaps and per-merchant sums.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 MERCHANTS = 20
 SCHEMA = "order_id BIGINT, merchant STRING, amount_cents BIGINT"
@@ -26,11 +29,38 @@ class Truth:
     files: int = 0
 
 
-class Stream:
-    """Writes one file of ``per_file`` records every ``interval`` seconds until stopped."""
+class Emitter(Protocol):
+    """Where a chunk of lines goes (a file, a topic)."""
 
-    def __init__(self, folder: Path, seed: int, per_file: int, interval: float) -> None:
-        self.folder = folder
+    def __call__(self, index: int, lines: list[str]) -> None: ...
+
+
+def file_emitter(folder: Path) -> Emitter:
+    """Chunk ``index`` as ``part-<index>.json`` in ``folder``, renamed in whole."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def emit(index: int, lines: list[str]) -> None:
+        tmp = folder / f".part-{index:06d}.tmp"
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.rename(folder / f"part-{index:06d}.json")
+
+    return emit
+
+
+def kafka_emitter(produce: Callable[[list[tuple[str, str]]], None]) -> Emitter:
+    """Every line as one message (acknowledged before the chunk counts as written)."""
+
+    def emit(index: int, lines: list[str]) -> None:
+        produce([(f"{index}-{n}", line) for n, line in enumerate(lines)])
+
+    return emit
+
+
+class Stream:
+    """Emits one chunk of ``per_file`` records every ``interval`` seconds until stopped."""
+
+    def __init__(self, emit: Emitter, seed: int, per_file: int, interval: float) -> None:
+        self.emit = emit
         self.per_file = per_file
         self.interval = interval
         self.truth = Truth()
@@ -39,7 +69,6 @@ class Stream:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="chaos-stream", daemon=True)
-        folder.mkdir(parents=True, exist_ok=True)
 
     def start(self) -> None:
         """Begin writing files in the background."""
@@ -56,7 +85,7 @@ class Stream:
             self.write_file()
 
     def write_file(self) -> None:
-        """One more file, atomically renamed into the source folder."""
+        """One more chunk of records."""
         with self._lock:
             lines = []
             for _ in range(self.per_file):
@@ -72,8 +101,5 @@ class Stream:
                     bad = f'{{"order_id": {10**12 + order_id}, "merchant": '
                     lines.append(bad)
                     self.truth.malformed.add(bad)
-            index = self.truth.files
-            tmp = self.folder / f".part-{index:06d}.tmp"
-            tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            tmp.rename(self.folder / f"part-{index:06d}.json")
+            self.emit(self.truth.files, lines)
             self.truth.files += 1

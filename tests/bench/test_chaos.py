@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from bench.chaos import audit
 from bench.chaos.faults import KINDS
-from bench.chaos.stream import Stream
+from bench.chaos.stream import Stream, file_emitter
 
 from eo_jobs.protocol.control import ControlStore
 
@@ -21,13 +21,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["files", pytest.param("kafka", marks=pytest.mark.kafka)])
+def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
+    tmp_path: Path, source: str
+) -> None:
     work = tmp_path / "chaos"
     result = subprocess.run(
         [
             sys.executable,
             *("-m", "bench.chaos", "--seed", "4242", "--faults", str(len(KINDS))),
-            *("--workdir", str(work)),
+            *("--workdir", str(work), "--source", source),
         ],
         cwd=REPO,
         capture_output=True,
@@ -61,7 +64,7 @@ def test_the_audit_counts_a_duplicate_a_gap_a_wrong_amount_and_a_lost_dead_lette
     pg_dsn: str, tmp_path: Path
 ) -> None:
     _tables(pg_dsn)
-    stream = Stream(tmp_path / "in", seed=3, per_file=50, interval=1.0)
+    stream = Stream(file_emitter(tmp_path / "in"), seed=3, per_file=50, interval=1.0)
     while not stream.truth.malformed:
         stream.write_file()
     truth = stream.truth
