@@ -14,6 +14,7 @@ import kopf
 from kubernetes import config as kube_config
 from prometheus_client import CollectorRegistry
 
+from eo_jobs import logs
 from eo_operator.handlers import register
 from eo_operator.kube import Kube
 from eo_operator.metrics import PipelineMetrics
@@ -30,10 +31,7 @@ def load_kube_config() -> None:
 
 def operator_cli(args: argparse.Namespace) -> int:
     """Run the operator until interrupted."""
-    logging.basicConfig(
-        level=os.environ.get("EO_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(getattr(args, "log_format", None))
     load_kube_config()
     metrics = PipelineMetrics(CollectorRegistry())
     if args.metrics_port:

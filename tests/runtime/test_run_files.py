@@ -33,6 +33,9 @@ def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_d
     assert code == 0, out
     assert harness.assert_exact(pg_dsn, truth).rows == 400
     assert '"event": "progress"' in out and '"prepare_ms"' in out
+    records = [json.loads(line) for line in out.splitlines() if line.startswith('{"level"')]
+    assert records, out
+    assert {(r["pipeline"], r["namespace"], r["epoch"]) for r in records} == {("orders", "test", 1)}
 
 
 @pytest.mark.parametrize("point", POINTS)

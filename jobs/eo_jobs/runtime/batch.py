@@ -23,6 +23,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from eo_jobs import logs
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
 from eo_jobs.runtime.arrow_writer import write_with_arrow
 from eo_jobs.runtime.checkpoint import CheckpointLog
@@ -77,12 +78,14 @@ class ForeachBatch:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.ctx.in_batch.set()
+        logs.set_context(batch=batch_id)
         try:
             self._batch(df, batch_id)
         except BaseException as exc:
             self.ctx.on_failure(exc)
             raise
         finally:
+            logs.set_context(batch=None)
             self.ctx.in_batch.clear()
 
     def _batch(self, df: DataFrame, batch_id: int) -> None:

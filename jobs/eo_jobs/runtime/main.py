@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 import yaml
 
+from eo_jobs import logs
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator
 from eo_jobs.protocol.errors import (
     EXIT_CHECKPOINT_RESET,
@@ -234,6 +235,15 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     from eo_jobs.runtime.source import read_source
 
     spec = pipeline.spec
+    logs.set_context(
+        pipeline=pipeline.metadata.name, namespace=pipeline.metadata.namespace, epoch=epoch
+    )
+    log.info(
+        "driver starting: guarantee %s, %d sink(s), checkpoint %s",
+        spec.guarantee.value,
+        len(spec.sinks),
+        spec.checkpoint.location,
+    )
     dsns = sink_dsns(pipeline)
     wait_for_sinks(dsns, float(os.environ.get(SINK_WAIT_ENV, "600")))
     spark = build_session(spec, f"eo-{pipeline.metadata.namespace}-{pipeline.metadata.name}")
@@ -315,11 +325,7 @@ def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
 
 def run_cli(args: argparse.Namespace) -> int:
     """``eo run``."""
-    logging.basicConfig(
-        level=os.environ.get("EO_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logs.configure(getattr(args, "log_format", None))
     if args.epoch <= 0:
         print("eo: --epoch must be a positive integer", file=sys.stderr)
         return 2

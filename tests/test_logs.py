@@ -1,0 +1,82 @@
+"""Driver and operator log the same way: JSON lines with pipeline, namespace, epoch and batch as
+fields (or text for a terminal), kopf's object records included."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from eo_jobs import logs
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    logs.set_context(pipeline=None, namespace=None, epoch=None, batch=None)
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    for handler in handlers:
+        root.addHandler(handler)
+    root.setLevel(level)
+
+
+def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line]
+
+
+def test_a_driver_record_is_one_json_line_with_its_pipeline_epoch_and_batch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("json", "INFO")
+    logs.set_context(pipeline="orders", namespace="shop", epoch=3)
+    logs.set_context(batch=17)
+    logging.getLogger("eo.batch").warning("isolating %d rows", 40)
+
+    (line,) = _lines(capsys)
+    record = json.loads(line)
+    assert record["message"] == "isolating 40 rows"
+    assert (record["level"], record["logger"]) == ("WARNING", "eo.batch")
+    assert (record["pipeline"], record["namespace"], record["epoch"], record["batch"]) == (
+        "orders",
+        "shop",
+        3,
+        17,
+    )
+    assert record["time"].endswith("+00:00")
+
+
+def test_a_kopf_record_takes_its_pipeline_from_the_object_it_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("json", "INFO")
+    ref = {"apiVersion": "eo.dev/v1alpha1", "name": "ledger", "namespace": "billing"}
+    logging.getLogger("kopf.objects").info("Handler succeeded.", extra={"k8s_ref": ref})
+
+    record = json.loads(_lines(capsys)[0])
+    assert (record["pipeline"], record["namespace"]) == ("ledger", "billing")
+    assert "epoch" not in record and "batch" not in record
+
+
+def test_text_format_puts_the_context_before_the_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("text", "INFO")
+    logs.set_context(pipeline="orders", namespace="shop", epoch=2, batch=5)
+    logging.getLogger("eo.run").info("stop requested")
+
+    (line,) = _lines(capsys)
+    assert line.endswith("INFO eo.run [shop/orders e2 b5]: stop requested")
+
+
+def test_the_format_comes_from_the_environment_and_a_wrong_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(logs.FORMAT_ENV, "TEXT")
+    assert logs.configure() == "text"
+    with pytest.raises(ValueError, match="unknown log format 'xml'"):
+        logs.configure("xml")
