@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 from bench.chaos.faults import KINDS
+from bench.chaos.operator_mode import KINDS as OPERATOR_KINDS
+from bench.chaos.operator_mode import run_operator
 from bench.chaos.run import Plan, Summary, run
 
 
@@ -30,25 +32,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="stop after this long")
     parser.add_argument("--faults", type=int, default=None, help="stop after this many faults")
     parser.add_argument(
-        "--kinds", default=",".join(KINDS), help="comma-separated fault kinds to choose from"
+        "--kinds", default=None, help="comma-separated fault kinds; all of the mode's if not given"
     )
     parser.add_argument(
         "--source", choices=("files", "kafka"), default="files", help="where the stream comes from"
     )
-    parser.add_argument("--workdir", default=None, help="kept after the run (default: temporary)")
+    parser.add_argument(
+        "--mode",
+        choices=("driver", "operator"),
+        default="driver",
+        help="driver: the harness relaunches drivers as the operator would; operator: the real "
+        "operator on the test control plane does every recovery",
+    )
+    parser.add_argument("--workdir", default=None, help="kept after the run; else a temporary one")
     args = parser.parse_args(argv)
-    kinds = [k for k in args.kinds.split(",") if k]
-    unknown = sorted(set(kinds) - set(KINDS))
+    known = list(OPERATOR_KINDS if args.mode == "operator" else KINDS)
+    kinds = [k for k in (args.kinds or ",".join(known)).split(",") if k]
+    unknown = sorted(set(kinds) - set(known))
     if unknown:
-        parser.error(f"unknown fault kinds {unknown}; known: {', '.join(KINDS)}")
+        parser.error(f"unknown fault kinds {unknown} for --mode {args.mode}; known: {known}")
     seed = args.seed if args.seed is not None else time.time_ns() % 100_000
     minutes = args.minutes if args.minutes is not None or args.faults is not None else 5.0
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="eo-chaos-"))
     print(
-        f"chaos: seed {seed}, source {args.source}, kinds {', '.join(kinds)}, work {work}",
+        f"chaos: seed {seed}, mode {args.mode}, source {args.source}, "
+        f"kinds {', '.join(kinds)}, work {work}",
         flush=True,
     )
-    summary = run(Plan(seed, minutes, args.faults, kinds, args.source), work)
+    plan = Plan(seed, minutes, args.faults, kinds, args.source)
+    summary = run_operator(plan, work) if args.mode == "operator" else run(plan, work)
     print_summary(summary)
     if not args.workdir and not summary.violations():
         shutil.rmtree(work, ignore_errors=True)
@@ -63,7 +75,8 @@ def print_summary(summary: Summary) -> None:
         *((f"  {kind}", count) for kind, count in sorted(summary.faults.items())),
         ("outcomes", ""),
         *((f"  {what}", count) for what, count in sorted(summary.outcomes.items())),
-        ("relaunches (fence + resolve + new epoch)", sum(summary.relaunches.values())),
+        ("recoveries the harness drove", sum(summary.relaunches.values())),
+        *((f"  {why}", count) for why, count in sorted(summary.relaunches.items())),
         ("batches decided", f.batches),
         ("records generated (valid)", summary.records),
         ("rows in the append sink", f.rows),

@@ -60,9 +60,13 @@ def delivered(dsn: str) -> int:
 def last_batch(dsn: str) -> int:
     """The highest decided batch id (-1 before the first decision)."""
     with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT coalesce(max(batch_id), -1) FROM eo.decisions WHERE pipeline = %s", (PIPELINE,)
-        ).fetchone()
+        try:
+            row = conn.execute(
+                "SELECT coalesce(max(batch_id), -1) FROM eo.decisions WHERE pipeline = %s",
+                (PIPELINE,),
+            ).fetchone()
+        except psycopg.errors.UndefinedTable:  # no driver has started yet
+            return -1
     return int(row[0]) if row else -1
 
 

@@ -9,6 +9,7 @@ import random
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +18,14 @@ import psycopg
 from bench.chaos import audit as checks
 from bench.chaos.driver import ChaosDriver
 from bench.chaos.faults import KINDS
-from bench.chaos.stream import SCHEMA, Stream, file_emitter, kafka_emitter
+from bench.chaos.stream import (
+    CHUNK,
+    CHUNK_SECONDS,
+    SCHEMA,
+    Stream,
+    file_emitter,
+    kafka_emitter,
+)
 from eo_jobs.pgserver import PgServer, temporary_server
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.recovery import recover
@@ -34,7 +42,7 @@ SETTLE_SECONDS = 240.0
 def files_source(work: Path) -> str:
     """The ``spec.source`` of the files stream (YAML flow mapping)."""
     return (
-        f'{{files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: 2, '
+        f'{{files: {{path: "{work / "in"}", format: json, maxFilesPerTrigger: 8, '
         f'schema: "{SCHEMA}"}}}}'
     )
 
@@ -43,7 +51,7 @@ def kafka_source(bootstrap: str, topic: str) -> str:
     """The ``spec.source`` of the Kafka stream (YAML flow mapping)."""
     return (
         f'{{kafka: {{bootstrapServers: "{bootstrap}", topics: [{topic}], '
-        f'startingOffsets: earliest, maxOffsetsPerTrigger: 900, schema: "{SCHEMA}"}}}}'
+        f'startingOffsets: earliest, maxOffsetsPerTrigger: 2400, schema: "{SCHEMA}"}}}}'
     )
 
 
@@ -145,6 +153,11 @@ class Chaos:
         """No fault armed."""
         self.fault_file.unlink(missing_ok=True)
 
+    def relaunch_if_dead(self) -> None:
+        """A driver that exited is replaced (while draining)."""
+        if not self.driver.alive():
+            self.relaunch("exited while draining")
+
     def settle(self) -> None:
         """Until the pipeline decides a new batch; a stuck one is counted and replaced."""
         if not self.driver.alive():
@@ -201,7 +214,7 @@ def run(plan: Plan, work: Path) -> Summary:
             source = kafka_source(broker.bootstrap_servers, "orders")
         else:
             emit, source = file_emitter(work / "in"), files_source(work)
-        stream = Stream(emit, plan.seed, per_file=300, interval=0.7)
+        stream = Stream(emit, plan.seed, per_file=CHUNK, interval=CHUNK_SECONDS)
         try:
             return _run(plan, work, server, stream, source, started)
         finally:
@@ -212,7 +225,6 @@ def _run(
     plan: Plan, work: Path, server: PgServer, stream: Stream, source: str, started: float
 ) -> Summary:
     rng = random.Random(plan.seed)  # noqa: S311 - a reproducible choice of faults
-    minutes, faults, kinds = plan.minutes, plan.faults, plan.kinds
     dsn = server.create_database("chaos")
     with psycopg.connect(dsn, autocommit=True) as conn:
         for ddl in TABLES:
@@ -225,26 +237,15 @@ def _run(
     stream.start()
     chaos.launch()
     chaos.settle()
-    done: Counter[str] = Counter()
-    outcomes: Counter[str] = Counter()
-    deadline = started + minutes * 60 if minutes else None
-    order: list[str] = []
-    while (faults is None or sum(done.values()) < faults) and (
-        deadline is None or time.monotonic() < deadline
-    ):
-        if not order:  # every kind once per round, in a seeded random order
-            order = rng.sample(kinds, len(kinds))
-        kind = order.pop()
-        outcome = KINDS[kind](chaos)
-        done[kind] += 1
-        outcomes[f"{kind}: {outcome}"] += 1
-        print(
-            f"[{time.monotonic() - started:7.0f}s] fault {sum(done.values()):>4} {kind:<17}"
-            f" -> {outcome:<22} epoch {chaos.epoch}, last batch {checks.last_batch(dsn)}",
-            flush=True,
-        )
-        chaos.settle()
-        chaos.duplicates_seen = max(chaos.duplicates_seen, checks.duplicates_so_far(dsn))
+    done, outcomes, seen = fault_loop(
+        plan,
+        lambda kind: KINDS[kind](chaos),
+        chaos.settle,
+        dsn,
+        lambda: f"epoch {chaos.epoch}",
+        started,
+    )
+    chaos.duplicates_seen = seen
     stream.stop()
     chaos.disarm()
     _drain(chaos, len(stream.truth.valid))
@@ -264,11 +265,55 @@ def _run(
     )
 
 
+def fault_loop(
+    plan: Plan,
+    inject: Callable[[str], str],
+    settle: Callable[[], None],
+    dsn: str,
+    where: Callable[[], str],
+    started: float,
+) -> tuple[Counter[str], Counter[str], int]:
+    """Faults until ``plan`` says stop: every kind once per round in a seeded random order,
+    each followed by ``settle`` (the pipeline must move again) and a duplicate check.
+    Returns faults by kind, outcomes, and the most duplicates seen at any check."""
+    rng = random.Random(plan.seed)  # noqa: S311 - a reproducible choice of faults
+    done: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    seen = 0
+    deadline = started + plan.minutes * 60 if plan.minutes else None
+    order: list[str] = []
+    while (plan.faults is None or sum(done.values()) < plan.faults) and (
+        deadline is None or time.monotonic() < deadline
+    ):
+        if not order:
+            order = rng.sample(plan.kinds, len(plan.kinds))
+        kind = order.pop()
+        outcome = inject(kind)
+        done[kind] += 1
+        outcomes[f"{kind}: {outcome}"] += 1
+        print(
+            f"[{time.monotonic() - started:7.0f}s] fault {sum(done.values()):>4} {kind:<17}"
+            f" -> {outcome:<22} {where()}, last batch {checks.last_batch(dsn)}",
+            flush=True,
+        )
+        settle()
+        seen = max(seen, checks.duplicates_so_far(dsn))
+    return done, outcomes, seen
+
+
 def _drain(chaos: Chaos, records: int) -> None:
     """Let the pipeline catch up with the whole stream (relaunching a dead driver)."""
-    deadline = time.monotonic() + 600
-    while checks.delivered(chaos.dsn) < records and time.monotonic() < deadline:
-        if not chaos.driver.alive():
-            chaos.relaunch("exited while draining")
-        time.sleep(1)
+    wait_until_delivered(chaos.dsn, records, chaos.relaunch_if_dead)
     time.sleep(3)  # a batch in flight finishes its phase 2
+
+
+def wait_until_delivered(dsn: str, records: int, tend: Callable[[], None]) -> None:
+    """Until every record is in the append sink, or nothing moved for 5 minutes."""
+    last, moved = -1, time.monotonic()
+    while (now := checks.delivered(dsn)) < records:
+        if now != last:
+            last, moved = now, time.monotonic()
+        elif time.monotonic() - moved > 300:
+            return
+        tend()
+        time.sleep(1)

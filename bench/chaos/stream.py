@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 MERCHANTS = 20
+CHUNK = 300
+CHUNK_SECONDS = 1.5
+"""200 records/s: well below what the pipeline takes on two cores (a batch takes up to 8 chunks),
+so a backlog built up during faults is worked off and the final drain is short."""
 SCHEMA = "order_id BIGINT, merchant STRING, amount_cents BIGINT"
 
 

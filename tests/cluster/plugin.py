@@ -66,8 +66,13 @@ class KubeCluster:
         return self.control_plane.service_account_token(namespace, name)
 
 
-def start_cluster(workdir: Path) -> tuple[KubeCluster, list[client.ApiClient]]:
-    """Start the control plane and the kubelet; the caller closes the returned clients."""
+def start_cluster(
+    workdir: Path, node_env: dict[str, str] | None = None
+) -> tuple[KubeCluster, list[client.ApiClient]]:
+    """Start the control plane and the kubelet; the caller closes the returned clients.
+
+    ``node_env`` is added to every pod's host environment (a node-level setting, such as the
+    chaos harness's fault switch)."""
     started = time.monotonic()
     control_plane = ControlPlane(workdir)
     control_plane.start()
@@ -80,7 +85,12 @@ def start_cluster(workdir: Path) -> tuple[KubeCluster, list[client.ApiClient]]:
         scheduler_token=control_plane.scheduler.token,
     )
     kubelet = ProcessKubelet(
-        node_client, scheduler_client, control_plane.node_name, workdir / "pods", credentials
+        node_client,
+        scheduler_client,
+        control_plane.node_name,
+        workdir / "pods",
+        credentials,
+        extra_env=node_env,
     )
     try:
         kubelet.start()
