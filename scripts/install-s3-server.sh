@@ -11,7 +11,9 @@ set -euo pipefail
 MOTO_VERSION="${EO_MOTO_VERSION:-5.2.5}"
 cache="${EO_CACHE:-$HOME/.cache/eo}/moto/$MOTO_VERSION"
 
-if [[ -x "$cache/bin/moto_server" && -f "$cache/.complete" ]]; then
+# A virtualenv copied from elsewhere has scripts pointing at the old path: check it runs.
+if [[ -f "$cache/.complete" ]] && "$cache/bin/python" -c 'import moto.server' 2>/dev/null \
+  && head -n 1 "$cache/bin/moto_server" | grep -qF "$cache/bin/python"; then
   echo "moto $MOTO_VERSION in $cache"
   exit 0
 fi
