@@ -17,6 +17,7 @@ INVALID = {
     "reserved-sink-name.yaml": "spec.sinks[0].name",
     "s3-scheme.yaml": "spec.checkpoint.location",
     "s3-half-keys.yaml": "spec.checkpoint.s3.accessKeyId",
+    "spark-conf-managed-key.yaml": "spec.sparkConf",
 }
 
 

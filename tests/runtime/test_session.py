@@ -9,7 +9,7 @@ import yaml
 
 from eo_jobs.runtime.packages import hadoop_aws_jars
 from eo_jobs.runtime.session import spark_conf
-from eo_jobs.spec import parse_pipeline
+from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import PipelineSpec
 from eo_jobs.spec.s3 import MissingS3CredentialError, credential_env
 
@@ -76,3 +76,48 @@ def test_a_missing_key_names_the_field_and_the_variable() -> None:
 
     assert "spec.checkpoint.s3.secretAccessKey" in str(caught.value)
     assert "STORE_SECRET" in str(caught.value)
+
+
+def _with_conf(spark: dict[str, str], hadoop: dict[str, str]) -> PipelineSpec:
+    doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
+    doc["spec"]["sparkConf"] = spark
+    doc["spec"]["hadoopConf"] = hadoop
+    return parse_pipeline(doc).spec
+
+
+def test_user_spark_and_hadoop_settings_reach_spark_and_override_eos_defaults() -> None:
+    spec = _with_conf(
+        {"spark.sql.shuffle.partitions": "7", "spark.ui.enabled": "true"},
+        {"fs.gs.project.id": "ledger-prod"},
+    )
+
+    conf = spark_conf(spec, "app", environ={})
+
+    assert conf["spark.sql.shuffle.partitions"] == "7"
+    assert conf["spark.ui.enabled"] == "true"
+    assert conf["spark.hadoop.fs.gs.project.id"] == "ledger-prod"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+
+
+@pytest.mark.parametrize(
+    ("field", "key", "hint"),
+    [
+        ("sparkConf", "spark.master", "spec.executors"),
+        ("sparkConf", "spark.executor.memory", "spec.executors.memory"),
+        ("sparkConf", "spark.kubernetes.executor.podTemplateFile", "spec.driver"),
+        ("sparkConf", "spark.hadoop.fs.s3a.endpoint", "spec.hadoopConf"),
+        ("sparkConf", "spark.sql.session.timeZone", "UTC"),
+        ("sparkConf", "spark.kafka.sasl.jaas.config", "Secrets"),
+        ("hadoopConf", "fs.s3a.endpoint", "spec.checkpoint.s3.endpoint"),
+        ("hadoopConf", "fs.s3a.secret.key", "Secrets"),
+        ("hadoopConf", "fs.azure.account.key.acct.dfs.core.windows.net.password", "Secrets"),
+    ],
+)
+def test_a_key_eo_manages_or_a_credential_is_refused_naming_the_key_and_the_fix(
+    field: str, key: str, hint: str
+) -> None:
+    spark, hadoop = ({key: "x"}, {}) if field == "sparkConf" else ({}, {key: "x"})
+    with pytest.raises(SpecError) as caught:
+        _with_conf(spark, hadoop)
+    message = str(caught.value)
+    assert f"spec.{field}" in message and key in message and hint in message

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eo_jobs.spec import Guarantee, SpecError, load_pipeline, parse_pipeline
+from eo_jobs.spec import Guarantee, SpecError, conf, load_pipeline, parse_pipeline
 
 
 def _doc(**spec: Any) -> dict[str, Any]:
@@ -169,3 +169,9 @@ def test_s3_settings_that_cannot_work_name_their_field(
     with pytest.raises(SpecError) as caught:
         parse_pipeline(_with_checkpoint(checkpoint))
     assert field in str(caught.value)
+
+
+def test_every_key_eo_manages_is_listed_in_the_install_guide(repo_root: Path) -> None:
+    guide = (repo_root / "docs" / "install.md").read_text()
+    for key in [*conf.MANAGED_SPARK, *conf.MANAGED_HADOOP, *conf.MANAGED_SPARK_PREFIXES]:
+        assert f"`{key}" in guide, key

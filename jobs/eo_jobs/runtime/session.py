@@ -27,11 +27,17 @@ def spark_conf(
 ) -> dict[str, str]:
     """The Spark configuration for a pipeline (pure, so it can be tested without a JVM)."""
     env = os.environ if environ is None else environ
+    # eo's defaults, then the user's settings, then what eo manages (validation refuses those
+    # keys in sparkConf/hadoopConf; here they win anyway).
     conf: dict[str, str] = {
-        "spark.app.name": app_name,
         "spark.ui.enabled": "false",
-        "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(max(2, spec.driver.cores * 2)),
+        **spec.spark_conf,
+        **{f"spark.hadoop.{key}": value for key, value in spec.hadoop_conf.items()},
+    }
+    conf |= {
+        "spark.app.name": app_name,
+        "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": spec.driver.memory,
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.task.maxFailures": str(TASK_MAX_FAILURES),

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
+from eo_jobs.spec import conf
+
 GROUP = "eo.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -461,6 +463,24 @@ class PipelineSpec(Model):
                 "spec.sinks[0] first, with the same name and dsn",
                 ".sinks",
             ),
+            *(
+                (
+                    rule,
+                    "sparkConf may not set keys eo manages (spark.master, spark.kubernetes.*, "
+                    "spark.hadoop.*, sizes, ports, time zone, ...): `eo validate` names the key",
+                    ".sparkConf",
+                )
+                for rule in conf.cel_rules("sparkConf")
+            ),
+            *(
+                (
+                    rule,
+                    "hadoopConf may not set the checkpoint store's endpoint or credentials "
+                    "provider (use spec.checkpoint.s3)",
+                    ".hadoopConf",
+                )
+                for rule in conf.cel_rules("hadoopConf")
+            ),
         )
     )
 
@@ -488,6 +508,25 @@ class PipelineSpec(Model):
     """Alert thresholds."""
     suspend: bool = False
     """true stops the driver at a batch boundary and resolves in-doubt transactions."""
+    spark_conf: Annotated[dict[str, str], Field(max_length=conf.MAX_ENTRIES)] = Field(
+        default_factory=dict
+    )
+    """Spark settings for the driver and executors (e.g. spark.sql.shuffle.partitions,
+    spark.ui.enabled). Keys eo manages are refused, and so are credentials."""
+    hadoop_conf: Annotated[dict[str, str], Field(max_length=conf.MAX_ENTRIES)] = Field(
+        default_factory=dict
+    )
+    """Hadoop settings (without the spark.hadoop. prefix), e.g. for a checkpoint file system.
+    The checkpoint store's endpoint and credentials belong in spec.checkpoint.s3."""
+
+    @model_validator(mode="after")
+    def _conf_keys_allowed(self) -> PipelineSpec:
+        for field, values in (("sparkConf", self.spark_conf), ("hadoopConf", self.hadoop_conf)):
+            refused = conf.refusals(field, values)
+            if refused:
+                path, reason = refused[0]
+                raise FieldError(path, reason)
+        return self
 
     @model_validator(mode="after")
     def _sinks_sane(self) -> PipelineSpec:

@@ -1,0 +1,98 @@
+"""The Spark and Hadoop settings a user may pass (``spec.sparkConf``, ``spec.hadoopConf``), and
+the ones eo owns.
+
+eo sets some keys itself because exactly-once or the pod layout depends on them: the master and
+deploy mode, the driver's address and ports the Service exposes, the Kubernetes settings of
+executor pods, the session time zone (instants are written as UTC), the task retry count the
+failed-attempt clean-up expects, no speculation, the Python the writer tasks run, the jars.
+Sizes have their own fields (``spec.driver``, ``spec.executors``), and a checkpoint store's
+endpoint and credentials theirs (``spec.checkpoint.s3``). Credentials never go in a map of plain
+strings: a key that names one is refused, so a secret cannot end up in the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+MANAGED_SPARK = {
+    "spark.master": "eo runs local mode or Spark on Kubernetes from spec.executors",
+    "spark.submit.deployMode": "the driver runs in client mode inside its pod",
+    "spark.app.name": "eo names the application after the pipeline",
+    "spark.driver.host": "executors reach the driver through its Service",
+    "spark.driver.bindAddress": "executors reach the driver through its Service",
+    "spark.driver.port": "the driver Service exposes fixed ports",
+    "spark.blockManager.port": "the driver Service exposes fixed ports",
+    "spark.driver.memory": "set spec.driver.memory",
+    "spark.driver.cores": "set spec.driver.cores",
+    "spark.executor.instances": "set spec.executors.instances",
+    "spark.executor.cores": "set spec.executors.cores",
+    "spark.executor.memory": "set spec.executors.memory",
+    "spark.sql.session.timeZone": "instants are written as UTC; a session zone would shift them",
+    "spark.sql.streaming.stopGracefullyOnShutdown": "a stop must end at a batch boundary",
+    "spark.task.maxFailures": "the clean-up of failed writer attempts expects eo's retry count",
+    "spark.speculation": "speculative writer attempts would prepare twice for nothing",
+    "spark.pyspark.python": "writer tasks must run eo's own Python",
+    "spark.pyspark.driver.python": "the driver runs eo's own Python",
+    "spark.jars": "eo adds the connector jars the source and checkpoint need",
+}
+MANAGED_SPARK_PREFIXES = {
+    "spark.kubernetes.": "eo builds the driver and executor pods from spec.driver and "
+    "spec.executors",
+    "spark.hadoop.": "put Hadoop settings in spec.hadoopConf, without the spark.hadoop. prefix",
+}
+MANAGED_HADOOP = {
+    "fs.s3a.endpoint": "set spec.checkpoint.s3.endpoint",
+    "fs.s3a.endpoint.region": "set spec.checkpoint.s3.region",
+    "fs.s3a.path.style.access": "set spec.checkpoint.s3.pathStyleAccess",
+    "fs.s3a.aws.credentials.provider": "set spec.checkpoint.s3 keys, or none for the default chain",
+}
+SECRET_WORDS = ("secret", "password", "passwd", "token", "access.key", "credential", "sasl.jaas")
+"""A key holding any of these is a credential: it belongs in a Secret, referenced by a field."""
+MAX_ENTRIES = 32
+KEYS_PER_RULE = 8
+"""Exact keys checked by one CEL rule (19 in one rule cost 1.3x the budget)."""
+
+
+def refusals(field: str, conf: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(path, reason) for every key of ``spec.<field>`` eo owns or that holds a credential."""
+    managed = MANAGED_SPARK if field == "sparkConf" else MANAGED_HADOOP
+    prefixes = MANAGED_SPARK_PREFIXES if field == "sparkConf" else {}
+    found = []
+    for key in sorted(conf):
+        path = field  # the key goes in the message: keys hold dots, paths split on them
+        lowered = key.lower()
+        if key in managed:
+            found.append((path, f"key {key}: set by eo ({managed[key]}); remove it"))
+        elif any(key.startswith(prefix) for prefix in prefixes):
+            prefix = next(p for p in prefixes if key.startswith(p))
+            found.append((path, f"key {key}: {prefix}* keys are set by eo; {prefixes[prefix]}"))
+        elif any(word in lowered for word in SECRET_WORDS):
+            found.append(
+                (
+                    path,
+                    f"key {key} looks like a credential: credentials come only from Secrets "
+                    "(e.g. spec.checkpoint.s3 keys by secretKeyRef), never as plain strings",
+                )
+            )
+    return found
+
+
+def cel_rules(field: str) -> list[str]:
+    """The CRD's CEL rules for ``spec.<field>``: the keys eo manages.
+
+    Several rules (exact keys in groups, prefixes) because the API server budgets each rule's
+    estimated cost, and map keys have no length limit to estimate with. Credential-looking keys are
+    refused by ``eo validate`` and the operator only: a substring search over such keys is
+    beyond that budget.
+    """
+    managed = MANAGED_SPARK if field == "sparkConf" else MANAGED_HADOOP
+    prefixes = MANAGED_SPARK_PREFIXES if field == "sparkConf" else {}
+    keys = sorted(managed)
+    rules = []
+    for start in range(0, len(keys), KEYS_PER_RULE):
+        listed = ", ".join(f"'{key}'" for key in keys[start : start + KEYS_PER_RULE])
+        rules.append(f"!has(self.{field}) || self.{field}.all(k, !(k in [{listed}]))")
+    if prefixes:
+        starts = " && ".join(f"!k.startsWith('{prefix}')" for prefix in prefixes)
+        rules.append(f"!has(self.{field}) || self.{field}.all(k, {starts})")
+    return rules
