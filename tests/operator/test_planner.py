@@ -5,9 +5,11 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
 from eo_jobs.spec import parse_pipeline
@@ -22,6 +24,7 @@ from eo_operator.planner import (
     next_epoch,
     plan,
 )
+from eo_operator.resources import spec_hash
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -288,3 +291,19 @@ def test_a_relaunch_that_never_happened_is_retried_without_counting_a_restart() 
     result = plan(_obs(mem, None, annotation=2))
     assert result.memory.restarts == 0
     assert [a.epoch for a in result.actions if a.kind is Kind.LAUNCH] == [2]
+
+
+def test_a_changed_restart_nonce_is_a_spec_change_and_counts_no_restart() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "orders-ledger.yaml"
+    doc = yaml.safe_load(example.read_text())
+    before = spec_hash(parse_pipeline(doc))
+    doc["spec"]["restartNonce"] = 1
+    after = spec_hash(parse_pipeline(doc))
+    assert before != after
+
+    memory = Memory(phase=Phase.RUNNING, epoch=1)
+    result = plan(_obs(memory, _pod(spec_hash=before), annotation=1, spec_hash=after))
+
+    assert result.memory.phase is Phase.STOPPING
+    assert _kinds(result)[0] is Kind.DELETE_POD
+    assert result.memory.restarts == memory.restarts

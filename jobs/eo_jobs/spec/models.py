@@ -508,6 +508,9 @@ class PipelineSpec(Model):
     """Alert thresholds."""
     suspend: bool = False
     """true stops the driver at a batch boundary and resolves in-doubt transactions."""
+    restart_nonce: Annotated[int, Field(ge=0)] = 0
+    """Change it (e.g. increment) to restart the driver on purpose: stopped at a batch
+    boundary and relaunched with a new epoch, like any spec change; not counted as a failure."""
     spark_conf: Annotated[dict[str, str], Field(max_length=conf.MAX_ENTRIES)] = Field(
         default_factory=dict
     )
