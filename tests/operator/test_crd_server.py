@@ -18,6 +18,7 @@ INVALID = {
     "s3-scheme.yaml": "spec.checkpoint.location",
     "s3-half-keys.yaml": "spec.checkpoint.s3.accessKeyId",
     "spark-conf-managed-key.yaml": "spec.sparkConf",
+    "hadoop-conf-credential.yaml": "spec.hadoopConf",
 }
 
 

@@ -467,7 +467,8 @@ class PipelineSpec(Model):
                 (
                     rule,
                     "sparkConf may not set keys eo manages (spark.master, spark.kubernetes.*, "
-                    "spark.hadoop.*, sizes, ports, time zone, ...): `eo validate` names the key",
+                    "spark.hadoop.*, sizes, ports, time zone, ...) nor credentials (they come "
+                    "from Secrets): `eo validate` names the key",
                     ".sparkConf",
                 )
                 for rule in conf.cel_rules("sparkConf")
@@ -476,7 +477,7 @@ class PipelineSpec(Model):
                 (
                     rule,
                     "hadoopConf may not set the checkpoint store's endpoint or credentials "
-                    "provider (use spec.checkpoint.s3)",
+                    "provider (use spec.checkpoint.s3) nor credentials (they come from Secrets)",
                     ".hadoopConf",
                 )
                 for rule in conf.cel_rules("hadoopConf")
