@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
-from eo_jobs.spec import s3
+from eo_jobs.spec import pod_template, s3
 from eo_jobs.spec.models import API_VERSION, KIND, Pipeline
 
 LABEL_PIPELINE = "eo.dev/pipeline"
@@ -251,4 +251,7 @@ def driver_pod(
     }
     if service_account:
         pod["spec"]["serviceAccountName"] = service_account
+    if spec.driver.pod_template is not None:
+        template = spec.driver.pod_template.model_dump(by_alias=True)
+        pod = pod_template.merged(pod, template, "driver")
     return pod

@@ -90,6 +90,8 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
     for key, value in node.items():
         if key not in _KEEP or (key == "additionalProperties" and value is False):
             continue
+        if key == "additionalProperties" and node.get("x-kubernetes-preserve-unknown-fields"):
+            continue  # an object of any shape: preserving unknown fields is the whole schema
         if key == "properties":
             out[key] = {name: structural(sub, defs) for name, sub in value.items()}
         elif key in ("items", "additionalProperties") and isinstance(value, dict):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
-from eo_jobs.spec import conf
+from eo_jobs.spec import conf, pod_template
 
 GROUP = "eo.dev"
 VERSION = "v1alpha1"
@@ -360,6 +360,48 @@ class Checkpoint(Model):
         return self
 
 
+class PodMetadata(Model):
+    """Labels and annotations a pod template adds (eo.dev/* keys are eo's)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "!has(self.labels) || self.labels.all(k, !k.startsWith('eo.dev/'))",
+                "eo.dev/* labels are eo's own",
+                ".labels",
+            ),
+            (
+                "!has(self.annotations) || self.annotations.all(k, !k.startsWith('eo.dev/'))",
+                "eo.dev/* annotations are eo's own",
+                ".annotations",
+            ),
+        )
+    )
+
+    labels: Annotated[dict[str, str], Field(max_length=32)] = Field(default_factory=dict)
+    """Added to the pod's labels."""
+    annotations: Annotated[dict[str, str], Field(max_length=32)] = Field(default_factory=dict)
+    """Added to the pod's annotations."""
+
+
+class PodTemplate(Model):
+    """A partial pod merged into the pod eo generates: scheduling (nodeSelector, tolerations,
+    affinity, topologySpreadConstraints, priorityClassName), imagePullSecrets, extra volumes,
+    init containers and sidecars, the main container's env/envFrom/volumeMounts/resources, and
+    a tighter securityContext. What eo owns is refused, naming the field."""
+
+    metadata: PodMetadata = Field(default_factory=PodMetadata)
+    """Labels and annotations."""
+    spec: dict[str, Any] = Field(
+        default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """Fields of a PodSpec (Kubernetes' own schema; see the class description for which)."""
+
+    def refused(self, main: str) -> list[tuple[str, str]]:
+        """What this template may not do (path below podTemplate, reason)."""
+        return pod_template.refusals(self.model_dump(by_alias=True), main)
+
+
 class Driver(Model):
     """The Spark driver pod."""
 
@@ -377,6 +419,17 @@ class Driver(Model):
     """PersistentVolumeClaim mounted at volumeMountPath (checkpoint and file sources live there)."""
     volume_mount_path: Annotated[str, StringConstraints(pattern=r"^/.*")] = "/data"
     """Where the volumeClaim is mounted in the driver pod."""
+    pod_template: PodTemplate | None = None
+    """Partial pod merged into the driver pod (labels, scheduling, sidecars, ...)."""
+
+    @model_validator(mode="after")
+    def _template_allowed(self) -> Driver:
+        if self.pod_template is not None:
+            refused = self.pod_template.refused("driver")
+            if refused:
+                path, reason = refused[0]
+                raise FieldError(f"podTemplate.{path}", reason)
+        return self
 
 
 class Executors(Model):
