@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from eo_jobs.runtime.packages import hadoop_aws_jars
-from eo_jobs.runtime.session import spark_conf
+from eo_jobs.runtime.session import executor_template_conf, spark_conf
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import PipelineSpec
 from eo_jobs.spec.s3 import MissingS3CredentialError, credential_env
@@ -121,3 +121,41 @@ def test_a_key_eo_manages_or_a_credential_is_refused_naming_the_key_and_the_fix(
         _with_conf(spark, hadoop)
     message = str(caught.value)
     assert f"spec.{field}" in message and key in message and hint in message
+
+
+def _with_executors(executors: dict[str, object]) -> PipelineSpec:
+    doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
+    doc["spec"]["executors"] = executors
+    return parse_pipeline(doc).spec
+
+
+def test_an_executor_pod_template_is_written_for_spark_with_its_executor_container(
+    tmp_path: Path,
+) -> None:
+    template = {
+        "metadata": {"labels": {"team": "payments"}},
+        "spec": {"tolerations": [{"key": "spark", "operator": "Exists"}]},
+    }
+    spec = _with_executors({"instances": 2, "podTemplate": template})
+
+    conf = executor_template_conf(spec, tmp_path)
+
+    written = yaml.safe_load(Path(conf["spark.kubernetes.executor.podTemplateFile"]).read_text())
+    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == "executor"
+    assert written["kind"] == "Pod" and written["metadata"]["labels"] == {"team": "payments"}
+    assert written["spec"]["containers"] == [{"name": "executor"}]
+    assert written["spec"]["tolerations"][0]["key"] == "spark"
+
+
+def test_no_executor_template_in_local_mode_or_without_one(tmp_path: Path) -> None:
+    template = {"metadata": {"labels": {"team": "payments"}}}
+    assert executor_template_conf(_with_executors({"instances": 2}), tmp_path) == {}
+    local = _with_executors({"instances": 0, "podTemplate": template})
+    assert executor_template_conf(local, tmp_path) == {}
+
+
+def test_an_executor_template_may_not_replace_the_executor_command() -> None:
+    template = {"spec": {"containers": [{"name": "executor", "args": ["bash"]}]}}
+    with pytest.raises(SpecError) as caught:
+        _with_executors({"instances": 2, "podTemplate": template})
+    assert "spec.executors.podTemplate.spec.containers[0].args" in str(caught.value)

@@ -9,15 +9,18 @@ environment.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars
 from eo_jobs.spec import s3
-from eo_jobs.spec.models import PipelineSpec
+from eo_jobs.spec.models import EXECUTOR_CONTAINER, PipelineSpec
 
 TASK_MAX_FAILURES = 4
 
@@ -87,6 +90,29 @@ def spark_conf(
     return conf
 
 
+def executor_template_conf(spec: PipelineSpec, folder: Path) -> dict[str, str]:
+    """Write ``spec.executors.podTemplate`` where Spark reads it; the settings that point at it.
+
+    Spark on Kubernetes merges a pod template file into every executor pod it creates, taking
+    the container named here as the executor's own.
+    """
+    template = spec.executors.pod_template
+    if template is None or spec.executors.instances == 0:
+        return {}
+    document = template.model_dump(by_alias=True)
+    document["spec"] = dict(document.get("spec") or {})
+    containers = list(document["spec"].get("containers") or [])
+    if not any(c.get("name") == EXECUTOR_CONTAINER for c in containers):
+        containers.insert(0, {"name": EXECUTOR_CONTAINER})
+    document["spec"]["containers"] = containers
+    path = folder / "executor-pod-template.yaml"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", **document}), encoding="utf-8")
+    return {
+        "spark.kubernetes.executor.podTemplateFile": str(path),
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
+    }
+
+
 def build_session(spec: PipelineSpec, app_name: str) -> SparkSession:
     """Create (or reuse) the SparkSession for ``spec``."""
     # The worker launcher reads PYSPARK_PYTHON from the environment, not only the conf.
@@ -94,7 +120,9 @@ def build_session(spec: PipelineSpec, app_name: str) -> SparkSession:
     # S3 keys reach the JVM through its environment, never its (command-line) configuration.
     os.environ.update(s3.credential_env(spec.checkpoint, os.environ))
     builder = SparkSession.builder
-    for key, value in spark_conf(spec, app_name).items():
+    folder = Path(tempfile.mkdtemp(prefix="eo-spark-"))
+    settings = {**spark_conf(spec, app_name), **executor_template_conf(spec, folder)}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("EO_SPARK_LOG_LEVEL", "WARN"))

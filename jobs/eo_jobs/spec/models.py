@@ -360,6 +360,10 @@ class Checkpoint(Model):
         return self
 
 
+EXECUTOR_CONTAINER = "executor"
+"""The executor template's main container (spark.kubernetes.executor.podTemplateContainerName)."""
+
+
 class PodMetadata(Model):
     """Labels and annotations a pod template adds (eo.dev/* keys are eo's)."""
 
@@ -441,6 +445,18 @@ class Executors(Model):
     """Cores per executor."""
     memory: Memory = "1g"
     """Memory per executor, Spark style."""
+    pod_template: PodTemplate | None = None
+    """Partial pod Spark merges into each executor pod (its main container is named
+    executor); the same rules as the driver's template."""
+
+    @model_validator(mode="after")
+    def _template_allowed(self) -> Executors:
+        if self.pod_template is not None:
+            refused = self.pod_template.refused(EXECUTOR_CONTAINER)
+            if refused:
+                path, reason = refused[0]
+                raise FieldError(f"podTemplate.{path}", reason)
+        return self
 
 
 class RestartPolicy(Model):
