@@ -116,7 +116,7 @@ def test_every_invalid_example_is_rejected(repo_root: Path, name: str) -> None:
 def test_a_file_without_a_pipeline_says_so(tmp_path: Path) -> None:
     path = tmp_path / "x.yaml"
     path.write_text(yaml.safe_dump({"kind": "ConfigMap"}))
-    with pytest.raises(SpecError, match="no document with kind: ExactlyOncePipeline"):
+    with pytest.raises(SpecError, match="expected kind: ExactlyOncePipeline"):
         load_pipeline(path)
 
 

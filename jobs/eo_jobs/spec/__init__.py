@@ -1,6 +1,6 @@
 """The ExactlyOncePipeline resource as pydantic models: the single source of the CRD."""
 
-from eo_jobs.spec.loading import SpecError, load_pipeline, parse_pipeline
+from eo_jobs.spec.loading import InputError, SpecError, load_pipeline, parse_pipeline
 from eo_jobs.spec.models import (
     API_VERSION,
     GROUP,
@@ -24,6 +24,7 @@ __all__ = [
     "SHORT_NAME",
     "VERSION",
     "Guarantee",
+    "InputError",
     "Pipeline",
     "PipelineSpec",
     "PipelineStatus",

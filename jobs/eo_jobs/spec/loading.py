@@ -8,34 +8,22 @@ reported at once rather than one per attempt.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from eo_jobs.spec.models import FieldError, Pipeline
+from eo_jobs.spec.documents import InputError, SpecError, SpecProblem, one_document, read_input
+from eo_jobs.spec.models import NAME_MAX_LENGTH, FieldError, Pipeline
 
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """One invalid field."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-class SpecError(ValueError):
-    """The pipeline is invalid; ``problems`` lists every field at fault."""
-
-    def __init__(self, problems: Sequence[SpecProblem], source: str = "pipeline") -> None:
-        self.problems = list(problems)
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source} is invalid:\n{lines}")
+__all__ = [
+    "InputError",
+    "SpecError",
+    "SpecProblem",
+    "load_pipeline",
+    "parse_pipeline",
+    "problems_from",
+]
 
 
 def _format_loc(loc: Sequence[int | str]) -> str:
@@ -71,13 +59,54 @@ def problems_from(error: ValidationError) -> list[SpecProblem]:
             message = str(cause)
         elif err["type"] == "literal_error" or err["type"] == "enum":
             message = f"{err['msg']} (got {err.get('input')!r})"
+        elif err["type"] in _TYPES:
+            message = _type_hint(str(loc[-1]), _TYPES[err["type"]], err.get("input"))
         elif err["type"] == "string_pattern_mismatch":
-            message = _pattern_hint(str(loc[-1]) if loc else "", err.get("input"), err["msg"])
+            message = _pattern_hint(_format_loc(loc), err.get("input"), err["msg"])
+        elif err["type"] == "string_too_long" and _format_loc(loc) == "metadata.name":
+            message = (
+                f"{len(err.get('input') or '')} characters; at most {NAME_MAX_LENGTH}: the "
+                "operator labels the pipeline's pods and services with it, and a label value "
+                "holds 63: choose a shorter name"
+            )
         problems.append(SpecProblem(_format_loc(loc), message))
     return problems
 
 
-def _pattern_hint(field: str, value: Any, default: str) -> str:
+_TYPES = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "bool_type": "a boolean",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+}
+_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+_NAMES.update({list: "a list", dict: "a mapping", type(None): "null"})
+
+
+def _type_hint(field: str, expected: str, value: Any) -> str:
+    """A scalar of the wrong JSON type, and how to write the right one in YAML."""
+    got = _NAMES.get(type(value), type(value).__name__)
+    if isinstance(value, str) and expected == "a boolean":
+        return f"{value!r} is a string; write true or false without quotes"
+    if isinstance(value, str) and expected in ("an integer", "a number"):
+        example = value if value.strip().lstrip("-").replace(".", "", 1).isdigit() else "10"
+        return f"{value!r} is a string; write {expected} without quotes, e.g. {field}: {example}"
+    return f"expected {expected}, got {got} {value!r}"
+
+
+def _pattern_hint(path: str, value: Any, default: str) -> str:
+    field = path.rsplit(".", 1)[-1]
+    if path == "metadata.name":
+        return (
+            f"{value!r} is not a valid name: lowercase letters, digits, '-' and '.', starting "
+            "and ending with a letter or digit, e.g. orders-ledger"
+        )
+    if path == "metadata.namespace":
+        return f"{value!r} is not a DNS label: lowercase letters, digits and '-', e.g. payments"
     if field == "table":
         return (
             f"{value!r} is not schema.table; write the table with its schema, "
@@ -98,17 +127,11 @@ def parse_pipeline(document: Mapping[str, Any], source: str = "pipeline") -> Pip
         raise SpecError(problems_from(exc), source) from None
 
 
-def load_pipeline(path: Path) -> Pipeline:
-    """Read one pipeline from a YAML file (the first ExactlyOncePipeline document in it)."""
-    text = path.read_text(encoding="utf-8")
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem("(file)", f"not valid YAML: {exc}")], str(path)) from None
-    for doc in documents:
-        if isinstance(doc, Mapping) and doc.get("kind") == "ExactlyOncePipeline":
-            return parse_pipeline(doc, str(path))
-    raise SpecError(
-        [SpecProblem("kind", "no document with kind: ExactlyOncePipeline in this file")],
-        str(path),
-    )
+def load_pipeline(path: Path | str) -> Pipeline:
+    """Read the one pipeline of a YAML file (``-``: standard input).
+
+    Raises ``InputError`` when the file cannot be read and ``SpecError`` when it does not hold
+    exactly one valid ExactlyOncePipeline document.
+    """
+    name, text = read_input(path)
+    return parse_pipeline(one_document(text, name), name)

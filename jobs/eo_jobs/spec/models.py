@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
 
 from eo_jobs.spec import conf, pod_template
@@ -28,6 +28,10 @@ SHORT_NAME = "eop"
 EPOCH_ANNOTATION = f"{GROUP}/epoch"
 NAME_MAX_LENGTH = 63
 """Longest pipeline name (``metadata.name``) the operator can serve: it is a label value."""
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+"""A DNS subdomain, as the API server requires of a custom resource's name."""
+NAMESPACE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A DNS label, as the API server requires of a namespace."""
 
 IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$"
@@ -57,7 +61,11 @@ class FieldError(ValueError):
 
 
 class Model(BaseModel):
-    """Base: camelCase on the wire, unknown fields rejected, attribute docstrings as docs."""
+    """Base: camelCase on the wire, unknown fields rejected, attribute docstrings as docs.
+
+    Strict: a scalar has the JSON type the CRD declares ("3" is not an integer, "yes" not a
+    boolean), because the API server refuses what pydantic's lax mode would convert.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -65,6 +73,7 @@ class Model(BaseModel):
         extra="forbid",
         use_attribute_docstrings=True,
         frozen=True,
+        strict=True,
     )
 
 
@@ -554,7 +563,7 @@ class PipelineSpec(Model):
         )
     )
 
-    guarantee: Guarantee = Guarantee.EXACTLY_ONCE
+    guarantee: Annotated[Guarantee, Strict(False)] = Guarantee.EXACTLY_ONCE
     """exactly-once (fenced two-phase commit), idempotent (upsert by key) or at-least-once."""
     source: Source
     """Where records come from."""
@@ -696,12 +705,16 @@ class PipelineStatus(Model):
 class ObjectMeta(BaseModel):
     """The subset of Kubernetes metadata eo reads."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX_LENGTH)]
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=NAME_MAX_LENGTH, pattern=NAME_PATTERN)
+    ]
     """The operator labels the pipeline's objects with it, and a label value holds 63 characters
     (the CRD has the same rule, see ``crd.metadata_rules``)."""
-    namespace: str = "default"
+    namespace: Annotated[str, StringConstraints(max_length=63, pattern=NAMESPACE_PATTERN)] = (
+        "default"
+    )
     annotations: dict[str, str] = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
 
