@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 
 from tests.protocol import harness
+from tests.support.pipelines import LOCAL_YAML
 
 
 def _eo(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -35,7 +36,7 @@ def test_validate_prints_ok_for_the_example_and_fields_for_invalid_ones(repo_roo
     ok = _eo("validate", str(repo_root / "examples/orders-ledger.yaml"))
     assert ok.returncode == 0 and ok.stdout.startswith("OK ")
     bad = _eo("validate", str(repo_root / "examples/invalid/upsert-without-keys.yaml"))
-    assert bad.returncode == 1
+    assert bad.returncode == 3
     assert "spec.sinks[0].postgres.keyColumns" in bad.stderr
 
 
@@ -59,8 +60,44 @@ spec:
     assert summary["fence"] == {"from": 1, "to": 2}
     assert len(summary["committed"]) == harness.TASKS and summary["left"] == 0
     lower = _eo("recover", str(spec), "--epoch", "1", env=env)
-    assert lower.returncode != 0 and "refusing to lower the fence" in lower.stderr
+    assert lower.returncode == 1 and "refusing to lower the fence" in lower.stderr
+    assert "Traceback" not in lower.stderr
     missing = _eo("recover", str(spec), "--epoch", "3", env={"PATH": "/usr/bin:/bin"})
-    assert missing.returncode == 1 and "LEDGER_DSN" in missing.stderr
+    assert missing.returncode == 2 and "LEDGER_DSN" in missing.stderr
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM ledger").fetchone() == (120,)
+
+
+def test_validate_is_for_kubernetes_unless_told_local(tmp_path: Path) -> None:
+    spec = tmp_path / "local.yaml"
+    spec.write_text(LOCAL_YAML)
+    kube = _eo("validate", str(spec))
+    assert kube.returncode == 3 and "Traceback" not in kube.stderr
+    assert "spec.sinks[0].postgres.dsn.env: " in kube.stderr
+    assert "spec.checkpoint.location: /ckpt is not on the driver's volume" in kube.stderr
+    local = _eo("validate", "--for", "local", str(spec))
+    assert local.returncode == 0, local.stderr
+    assert local.stdout == f"OK {spec}: default/ledger (exactly-once, for local)\n"
+
+
+def test_validate_refuses_what_the_api_server_would(tmp_path: Path) -> None:
+    spec = tmp_path / "loose.yaml"
+    spec.write_text(
+        LOCAL_YAML.replace("/in, format", "/in, format: csv, format")
+        + "  executors: {instances: '3'}\n  suspend: 'yes'\n"
+    )
+    result = _eo("validate", "--for", "local", str(spec))
+    assert result.returncode == 3
+    assert "spec.source.files.format: duplicate key" in result.stderr
+    spec.write_text(LOCAL_YAML + "  executors: {instances: '3'}\n  suspend: 'yes'\n")
+    result = _eo("validate", "--for", "local", str(spec))
+    assert "spec.executors.instances: '3' is a string" in result.stderr
+    assert "spec.suspend: 'yes' is a string" in result.stderr
+
+
+def test_validate_checks_the_transform_sql(tmp_path: Path) -> None:
+    spec = tmp_path / "sql.yaml"
+    spec.write_text(LOCAL_YAML + '  transform: {sql: "SELECT id, amount FROM source"}\n')
+    result = _eo("validate", "--for", "local", str(spec))
+    assert result.returncode == 3
+    assert "spec.transform.sql: column amount is not in the source schema" in result.stderr

@@ -9,42 +9,119 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
-from pathlib import Path
+from importlib import metadata
+from typing import Any
 
-from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
-from eo_jobs.spec import SpecError, load_pipeline
+from eo_jobs.exits import (
+    EXIT_CODES,
+    EXIT_DATABASE,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_MISSING_EXTRA,
+    EXIT_NO_INPUT,
+    EXIT_PRIVILEGE,
+    EXIT_USAGE,
+    CliError,
+    explain,
+)
+from eo_jobs.protocol.errors import EXIT_SINK_CONTRACT
+from eo_jobs.spec import InputError, Pipeline, SpecError, load_pipeline
+from eo_jobs.spec.checks import TARGETS, check
+from eo_jobs.spec.documents import source_name
 
-EXIT_CODES = f"""exit codes:
-  0   success
-  1   failure (the cause is printed on stderr)
-  2   usage error
-  {EXIT_FENCED}  fenced: a newer epoch owns the pipeline (a zombie driver stopping)
-  {EXIT_CHECKPOINT_RESET}  the checkpoint does not match the decision log
-  {EXIT_SINK_CONTRACT}  a sink cannot honour the exactly-once contract
-"""
+__all__ = [
+    "EXIT_DATABASE",
+    "EXIT_INVALID",
+    "EXIT_MISSING_EXTRA",
+    "EXIT_NO_INPUT",
+    "EXIT_PRIVILEGE",
+    "EXIT_USAGE",
+    "main",
+    "parser",
+]
+
+DSN_HELP = (
+    "Sink DSNs come from the environment: the variable a sink's dsn.env names, else "
+    "EO_SINK_<NAME>_DSN (the sink name upper-cased, '-' as '_'), which the operator fills "
+    "from the sink's Secret; a separate spec.control database from EO_CONTROL_DSN."
+)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    failed = False
+    code = 0
     for path in args.files:
         try:
-            pipeline = load_pipeline(Path(path))
-        except SpecError as exc:
-            failed = True
-            print(exc, file=sys.stderr)
+            pipeline = load_pipeline(path)
+            problems = check(pipeline, args.target)
+            if problems:
+                raise SpecError(problems, source_name(path))
+        except (InputError, SpecError) as exc:
+            failed = _report(exc, args)
+            code = code or failed or EXIT_INVALID
             continue
-        print(f"OK {path}: {pipeline.key} ({pipeline.spec.guarantee})")
+        print(
+            f"OK {source_name(path)}: {pipeline.key} ({pipeline.spec.guarantee}, for {args.target})"
+        )
         for warning in pipeline.spec.warnings():
             print(f"  warning: {warning}")
-    return 1 if failed else 0
+    return code
+
+
+def _reachable(pipeline: Pipeline, dsns: dict[str, str]) -> list[str]:
+    """Connect once to every database the command needs, naming the one that fails.
+
+    Returns the database users the DSNs log in as (for messages about privileges).
+    """
+    import psycopg
+
+    from eo_jobs.sinks.postgres.binding import control_dsn
+    from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
+
+    spec = pipeline.spec
+    targets = [
+        (f"sink {s.name!r}", s.postgres.dsn.env or env_var_for(s.name), dsns[s.name])
+        for s in spec.sinks
+    ]
+    if spec.control is not None:
+        targets.append(
+            (
+                "the control database",
+                spec.control.dsn.env or CONTROL_ENV,
+                control_dsn(pipeline, dsns),
+            )
+        )
+    users: list[str] = []
+    for what, variable, dsn in targets:
+        try:
+            options = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError:
+            raise CliError(
+                f"{variable} (the DSN of {what}) is not a libpq connection string: write "
+                "postgresql://USER:PASSWORD@HOST:5432/DBNAME or 'host=HOST dbname=DB user=USER'",
+                EXIT_DATABASE,
+            ) from None
+        try:
+            with psycopg.connect(dsn, connect_timeout=options.get("connect_timeout", 10)) as conn:
+                users.append(conn.info.user)
+        except psycopg.OperationalError as exc:
+            raise CliError(
+                f"cannot connect to the database of {what} (DSN from {variable}): "
+                f"{' '.join(str(exc).split())}; check that the server is up and the DSN's host, "
+                "port, user and password",
+                EXIT_DATABASE,
+            ) from None
+    return sorted(set(users))
 
 
 def _bound(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from eo_jobs.sinks.postgres.binding import bind, sink_dsns
 
-    pipeline = load_pipeline(Path(args.file))
-    return pipeline, bind(pipeline, sink_dsns(pipeline))
+    pipeline = load_pipeline(args.file)
+    dsns = sink_dsns(pipeline)
+    args.db_users = _reachable(pipeline, dsns)
+    return pipeline, bind(pipeline, dsns)
 
 
 def _recover(args: argparse.Namespace) -> int:
@@ -139,66 +216,170 @@ def _operator(args: argparse.Namespace) -> int:
     return operator_cli(args)
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Wraps descriptions, keeps the exit-code table as written, and shows every option's
+    default as ArgumentDefaultsHelpFormatter does (not for flags and unset options)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text == EXIT_CODES:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default not in (None, False, [], argparse.SUPPRESS)
+        if shown and "%(default)" not in text and (action.option_strings or action.nargs == "?"):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _version() -> str:
+    names = metadata.packages_distributions().get("eo_jobs", ["eo"])
+    return f"eo {metadata.version(names[0])}"
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show the traceback behind an error",
+    )
     top = argparse.ArgumentParser(
         prog="eo",
         description="Exactly-once Spark Structured Streaming pipelines on Kubernetes.",
         epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
+        parents=[common],
     )
+    top.add_argument("--version", action="version", version=_version())
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check pipeline YAML files; prints OK or every error")
-    p.add_argument("files", nargs="+", metavar="PIPELINE.yaml")
+    def command(name: str, summary: str, description: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EXIT_CODES,
+            formatter_class=_Formatter,
+            parents=[common],
+            **kw,
+        )
+
+    def pipeline_file(p: argparse.ArgumentParser) -> None:
+        p.add_argument("file", metavar="PIPELINE.yaml", help="pipeline file; - reads stdin")
+
+    p = command(
+        "validate",
+        "check pipeline YAML files; prints OK or every error",
+        "Check pipeline files before `kubectl apply` or `eo run`: the schema (as the API "
+        "server reads it: one document, no repeated keys, strict types), the source schema "
+        "and the transform SQL (Spark dialect, declared columns only), and, for Kubernetes, "
+        "Secret-backed credentials and a checkpoint that outlives the driver pod. Every "
+        "problem is printed with its field path; a file that passes prints OK.",
+    )
+    p.add_argument(
+        "files", nargs="+", metavar="PIPELINE.yaml", help="pipeline files; - reads stdin"
+    )
+    p.add_argument(
+        "--for",
+        dest="target",
+        choices=TARGETS,
+        default="kubernetes",
+        help="where the pipeline runs: kubernetes (kubectl apply; the operator runs it) or "
+        "local (eo run on this machine, credentials from env variables)",
+    )
     p.set_defaults(func=_validate)
 
-    p = sub.add_parser(
+    p = command(
         "recover",
-        help="fence to an epoch and resolve prepared transactions (prints a JSON summary)",
-        description="Raise the sink fence of the pipeline to EPOCH (never lower), then commit "
-        "every prepared transaction named by a decision and roll back every other one left "
-        "by older epochs. Sink DSNs come from the environment variables the spec names.",
+        "fence to an epoch and resolve prepared transactions (prints a JSON summary)",
+        "Raise the sink fence of the pipeline to EPOCH (never lower), then commit every "
+        "prepared transaction named by a decision and roll back every other one left by older "
+        f"epochs. Exits 1 if some are left (see 'left'). {DSN_HELP}",
     )
-    p.add_argument("file", metavar="PIPELINE.yaml")
+    pipeline_file(p)
     p.add_argument(
         "--epoch",
-        type=int,
+        type=_positive,
         required=True,
-        help="new epoch: higher than any driver that may still be running",
+        help="new epoch: higher than any driver that may still be running (the pipeline's "
+        "eo.dev/epoch annotation plus one)",
     )
     p.set_defaults(func=_recover)
 
-    p = sub.add_parser("sweep", help="resolve prepared transactions below the fence (safe anytime)")
-    p.add_argument("file", metavar="PIPELINE.yaml")
+    p = command(
+        "sweep",
+        "resolve prepared transactions below the fence (safe anytime)",
+        "Commit or roll back the prepared transactions of epochs below the fence, as their "
+        "decisions say; the live epoch's are left to its driver. Prints a JSON summary. "
+        f"{DSN_HELP}",
+    )
+    pipeline_file(p)
     p.set_defaults(func=_sweep)
 
-    p = sub.add_parser("audit", help="check that every sink honours the exactly-once contract")
-    p.add_argument("file", metavar="PIPELINE.yaml")
+    p = command(
+        "audit",
+        "check that every sink honours the exactly-once contract",
+        "Check each sink's table and database against the contract (the table exists and is "
+        "logged, keys for upsert, max_prepared_transactions, privileges for schema eo) and "
+        f"say how to fix what is not; exits 77 if a sink cannot honour it. {DSN_HELP}",
+    )
+    pipeline_file(p)
     p.set_defaults(func=_audit)
 
-    p = sub.add_parser("forget-query", help="delete a streaming query's decisions (start over)")
-    p.add_argument("file", metavar="PIPELINE.yaml")
-    p.add_argument("--query-id", required=True)
+    p = command(
+        "forget-query",
+        "delete a streaming query's decisions (start over)",
+        "Delete the decisions of one Spark streaming query, for a stream that really starts "
+        "over with a new checkpoint (the driver refuses to start with exit 76 while the "
+        "decision log holds another query's batches). Data already written stays in the "
+        f"sinks. {DSN_HELP}",
+    )
+    pipeline_file(p)
+    p.add_argument(
+        "--query-id",
+        required=True,
+        help="the query whose decisions to delete: the driver logs it in its query-started "
+        "line and the checkpoint-reset error names it; an unknown id lists the known ones",
+    )
     p.add_argument("--yes", action="store_true", help="really delete")
     p.set_defaults(func=_forget)
 
-    p = sub.add_parser("crd", help="print the generated CustomResourceDefinition YAML")
+    p = command(
+        "crd",
+        "print the generated CustomResourceDefinition YAML",
+        "Print the ExactlyOncePipeline CRD generated from eo's models (what "
+        "crds/exactlyoncepipelines.eo.dev.yaml and the chart ship).",
+    )
     p.set_defaults(func=_crd)
 
-    p = sub.add_parser(
+    p = command(
         "run",
-        help="run the pipeline's Spark driver with an epoch",
-        epilog=EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the pipeline's Spark driver with an epoch",
+        "Run the pipeline's Spark driver (needs the spark extra and Java 17+). On Kubernetes "
+        "the operator starts it; locally, credentials come from the env variables the spec "
+        "names.",
     )
     p.add_argument(
         "file",
         metavar="PIPELINE.yaml",
         nargs="?",
-        help="pipeline file (default: the spec in $EO_PIPELINE_SPEC)",
+        help="pipeline file, - for stdin (default: the spec in $EO_PIPELINE_SPEC)",
     )
-    p.add_argument("--epoch", type=int, required=True, help="fencing epoch of this driver")
+    p.add_argument("--epoch", type=_positive, required=True, help="fencing epoch of this driver")
     p.add_argument(
         "--available-now", action="store_true", help="process what is available, then exit 0"
     )
@@ -206,25 +387,36 @@ def parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=int,
         default=None,
-        help="serve Prometheus metrics on this port (0 = off)",
+        help="serve Prometheus metrics on this port, 0 = off (default: spec.driver.metricsPort)",
     )
     p.set_defaults(func=_run)
 
-    p = sub.add_parser("demo", help="embedded PostgreSQL + local Spark + crashes + audit")
+    p = command(
+        "demo",
+        "embedded PostgreSQL + local Spark + crashes + audit",
+        "Generate order events, run a pipeline into an embedded PostgreSQL with injected "
+        "crashes, and audit that every event landed exactly once (needs the spark and embedded "
+        "extras and Java 17+; `./dev demo` installs them).",
+    )
     p.add_argument("--events", type=int, default=200_000, help="order events to generate")
     p.add_argument("--workdir", default=None, help="keep files here instead of a temp folder")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=7, help="seed of the events and the crashes")
     p.set_defaults(func=_demo)
 
-    p = sub.add_parser("operator", help="run the Kubernetes operator (kopf)")
+    p = command(
+        "operator",
+        "run the Kubernetes operator (kopf)",
+        "Run the operator (needs the operator extra): it watches ExactlyOncePipelines, "
+        "launches and fences drivers, and recovers in-doubt transactions.",
+    )
     p.add_argument(
         "--namespace",
         action="append",
         default=[],
-        help="watch only these namespaces (default: all)",
+        help="watch only this namespace; repeat for more (default: all)",
     )
-    p.add_argument("--metrics-port", type=int, default=9090)
-    p.add_argument("--liveness-port", type=int, default=8080)
+    p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port")
+    p.add_argument("--liveness-port", type=int, default=8080, help="kopf liveness probe port")
     p.add_argument("--peering", default=None, help="kopf peering name for leader election")
     p.set_defaults(func=_operator)
     return top
@@ -235,12 +427,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except SpecError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except LookupError as exc:
-        print(f"eo: {exc}", file=sys.stderr)
-        return 1
+    except KeyboardInterrupt:
+        print("eo: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        code = _report(exc, args)
+        if code is None:
+            raise
+        return code
+
+
+def _report(exc: Exception, args: argparse.Namespace) -> int | None:
+    """Print an ordinary failure in one line (after its traceback with --debug); its code."""
+    explained = explain(exc, args.command, getattr(args, "db_users", []))
+    if explained is None:
+        return None
+    if getattr(args, "debug", False):
+        traceback.print_exc()
+    code, message = explained
+    print(message, file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -8,25 +8,21 @@ import pytest
 
 from eo_jobs.spec import parse_pipeline
 from eo_jobs.spec.checks import check
+from tests.support.pipelines import document
 
 SECRET = {"secretKeyRef": {"name": "ledger-db", "key": "dsn"}}
 SCHEMA = "order_id BIGINT, merchant STRING, amount_cents BIGINT"
 
 
 def _doc(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
+    """A pipeline for Kubernetes: its DSN from a Secret, its checkpoint on the driver's volume."""
+    on_kubernetes: dict[str, Any] = {
         "source": {"files": {"path": "/data/in", "format": "json", "schema": SCHEMA}},
         "sinks": [{"name": "ledger", "postgres": {"dsn": SECRET, "table": "public.t"}}],
         "checkpoint": {"location": "/data/ckpt"},
         "driver": {"volumeClaim": "orders-data"},
     }
-    base.update(spec)
-    return {
-        "apiVersion": "eo.dev/v1alpha1",
-        "kind": "ExactlyOncePipeline",
-        "metadata": {"name": "p", "namespace": "pay"},
-        "spec": base,
-    }
+    return document(**{**on_kubernetes, **spec})
 
 
 def _found(doc: dict[str, Any], target: str = "kubernetes") -> dict[str, str]:

@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from eo_jobs.spec import Guarantee, SpecError, conf, load_pipeline, parse_pipeline
-
-
-def _doc(**spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "source": {"files": {"path": "/in", "format": "json", "schema": "id BIGINT"}},
-        "sinks": [{"name": "ledger", "postgres": {"dsn": {"env": "PG"}, "table": "public.t"}}],
-        "checkpoint": {"location": "/ckpt"},
-    }
-    base.update(spec)
-    return {
-        "apiVersion": "eo.dev/v1alpha1",
-        "kind": "ExactlyOncePipeline",
-        "metadata": {"name": "p", "namespace": "pay"},
-        "spec": base,
-    }
-
-
-def _problems(doc: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(SpecError) as caught:
-        parse_pipeline(doc)
-    return {p.path: p.message for p in caught.value.problems}
+from tests.support.pipelines import document as _doc
+from tests.support.pipelines import problems as _problems
 
 
 def test_a_minimal_spec_gets_exactly_once_and_documented_defaults() -> None:

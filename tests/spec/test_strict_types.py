@@ -2,32 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from eo_jobs.spec import Guarantee, SpecError, parse_pipeline
-
-
-def _doc(metadata: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "source": {"files": {"path": "/in", "format": "json", "schema": "id BIGINT"}},
-        "sinks": [{"name": "ledger", "postgres": {"dsn": {"env": "PG"}, "table": "public.t"}}],
-        "checkpoint": {"location": "/ckpt"},
-    }
-    base.update(spec)
-    return {
-        "apiVersion": "eo.dev/v1alpha1",
-        "kind": "ExactlyOncePipeline",
-        "metadata": metadata or {"name": "p", "namespace": "pay"},
-        "spec": base,
-    }
-
-
-def _problems(doc: dict[str, Any]) -> dict[str, str]:
-    with pytest.raises(SpecError) as caught:
-        parse_pipeline(doc)
-    return {p.path: p.message for p in caught.value.problems}
+from eo_jobs.spec import Guarantee, parse_pipeline
+from tests.support.pipelines import document as _doc
+from tests.support.pipelines import problems as _problems
 
 
 def test_a_quoted_integer_is_refused_with_the_unquoted_spelling() -> None:

@@ -45,30 +45,35 @@ class InputError(OSError):
     """The pipeline file cannot be read at all; the message says why and what to do."""
 
 
+def source_name(path: Path | str) -> str:
+    """How messages name a pipeline file (``<stdin>`` for ``-``)."""
+    return "<stdin>" if str(path) == STDIN else str(path)
+
+
 def read_input(path: Path | str) -> tuple[str, str]:
     """(name for messages, text) of a file, or of standard input for ``-``."""
-    name = "<stdin>" if str(path) == STDIN else str(path)
+    name = source_name(path)
     try:
-        raw = sys.stdin.buffer.read() if name == "<stdin>" else Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{name}: no such file; check the path (or pass - for stdin)") from None
-    except IsADirectoryError:
+        raw = sys.stdin.buffer.read() if str(path) == STDIN else Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise InputError(f"{name}: no such file; check the path (or pass - for stdin)") from exc
+    except IsADirectoryError as exc:
         raise InputError(
             f"{name} is a directory; give a pipeline YAML file (or - for standard input)"
-        ) from None
-    except PermissionError:
+        ) from exc
+    except PermissionError as exc:
         raise InputError(
             f"{name}: permission denied; check the file's permissions or run as its owner"
-        ) from None
+        ) from exc
     except OSError as exc:
-        raise InputError(f"{name}: cannot read it: {exc.strerror or exc}") from None
+        raise InputError(f"{name}: cannot read it: {exc.strerror or exc}") from exc
     try:
         return name, raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"{name} is not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); "
             "save it as UTF-8, as kubectl expects"
-        ) from None
+        ) from exc
 
 
 class _Loader(yaml.SafeLoader):
