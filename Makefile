@@ -12,3 +12,11 @@ cluster-tools:
 e2e-kind:
 	tests/e2e/kind/install-tools.sh
 	tests/e2e/kind/run.sh $(E2E_KIND_ARGS)
+
+.PHONY: images
+
+# Both images of the Dockerfile without a Docker engine: buildah (chroot isolation) on a local
+# Debian base built once by debootstrap (cached), tagged localhost/eo-{operator,job}:local.
+# Needs root (it apt-installs buildah and debootstrap when missing). Sizes are printed.
+images:
+	scripts/build-images.sh

@@ -55,8 +55,28 @@ class Stage:
         return pairs
 
 
+def global_args() -> dict[str, str]:
+    """The ARGs declared before the first FROM, with their defaults (usable in FROM lines)."""
+    args: dict[str, str] = {}
+    for command in dockerfile.parse_file(str(DOCKERFILE)):
+        if command.cmd == "FROM":
+            break
+        if command.cmd == "ARG":
+            name, _, default = command.value[0].partition("=")
+            args[name] = default
+    return args
+
+
+ARGS = global_args()
+
+
+def resolve(image: str) -> str:
+    """A FROM image with the global ARGs' defaults substituted (what a plain build uses)."""
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: ARGS[m.group(1)], image)
+
+
 def parse_stages() -> dict[str, Stage]:
-    """The Dockerfile's stages by name."""
+    """The Dockerfile's stages by name (bases as written, e.g. ``${BASE_IMAGE}``)."""
     stages: dict[str, Stage] = {}
     current: Stage | None = None
     for command in dockerfile.parse_file(str(DOCKERFILE)):
@@ -90,12 +110,15 @@ def closure(name: str) -> list[Stage]:
 
 
 def pip_extras(stage: Stage) -> set[str]:
-    """The extras of the project installs (``pip install "/src[extra]"``) in one stage."""
+    """The extras one stage installs: the project's (``pip install "/src[extra]"``) and the
+    dependency lists read from pyproject.toml first (``requirements.py pyproject.toml extra``)."""
     extras: set[str] = set()
     for run in stage.runs():
         if "pip install" in run:
             for group in re.findall(r"/src\[([a-z,]+)\]", run):
                 extras.update(group.split(","))
+            for group in re.findall(r"requirements\.py pyproject\.toml ((?:[a-z]+ ?)+)", run):
+                extras.update(group.split())
     return extras
 
 
@@ -139,7 +162,7 @@ def ignored(path: str) -> bool:
 
 def test_the_operator_and_job_targets_exist_and_come_from_exact_python_tags() -> None:
     assert {"operator", "job"} <= set(STAGES)
-    external = {stage.base for stage in STAGES.values() if stage.base not in STAGES}
+    external = {resolve(stage.base) for stage in STAGES.values() if stage.base not in STAGES}
     for image in external:
         tag = image.partition(":")[2]
         assert EXACT_TAG.match(tag), f"{image}: pin an exact release tag"
@@ -147,15 +170,42 @@ def test_the_operator_and_job_targets_exist_and_come_from_exact_python_tags() ->
     assert len(builder_bases) == 1, "the venv moves between stages: one interpreter image"
 
 
-@pytest.mark.parametrize(("target", "command"), [("operator", "operator"), ("job", "run")])
-def test_final_stages_run_the_eo_cli_as_uid_10001(target: str, command: str) -> None:
+def test_the_base_image_is_one_build_arg_whose_default_is_the_pinned_python_image() -> None:
+    # scripts/build-images.sh replaces it with a local debootstrap of the same Debian release
+    # and Python minor version, both read from this default.
+    assert {s.base for s in STAGES.values() if s.base not in STAGES} == {"${BASE_IMAGE}"}
+    assert re.fullmatch(r"python:3\.\d+\.\d+-slim-[a-z]+", ARGS["BASE_IMAGE"])
+    script = (ROOT / "scripts" / "build-images.sh").read_text()
+    assert '--build-arg "BASE_IMAGE=$BASE"' in script
+
+
+JOB_ENTRYPOINT = ("/usr/bin/tini", "-s", "--", "/opt/eo/bin/entrypoint")
+
+
+@pytest.mark.parametrize(
+    ("target", "entrypoint", "command"),
+    [("operator", ("eo",), "operator"), ("job", JOB_ENTRYPOINT, "run")],
+)
+def test_final_stages_run_the_eo_cli_as_uid_10001(
+    target: str, entrypoint: tuple[str, ...], command: str
+) -> None:
     stage = STAGES[target]
     user = stage.last("USER").value[0]
     assert user.split(":")[0] == UID, f"{target} runs as {user!r}, not numeric uid {UID}"
-    entrypoint, cmd = stage.last("ENTRYPOINT"), stage.last("CMD")
-    assert (entrypoint.json, entrypoint.value) == (True, ("eo",))
+    entry, cmd = stage.last("ENTRYPOINT"), stage.last("CMD")
+    assert (entry.json, entry.value) == (True, entrypoint)
     assert (cmd.json, cmd.value) == (True, (command,))
     assert any(f"--uid {UID}" in run for run in stage.runs()), "no user with that uid is created"
+    assert stage.env()["HOME"] == "/tmp", "only /tmp is writable (an emptyDir in the pods)"
+
+
+def test_the_job_entrypoint_is_the_executor_dispatch_script_and_passes_the_rest_to_eo() -> None:
+    job = STAGES["job"]
+    assert ("docker/entrypoint.sh", "/opt/eo/bin/entrypoint") in {c.value for c in job.all("COPY")}
+    assert any("tini" in run.split() for run in job.runs()), "tini is installed for PID 1"
+    script = (ROOT / "docker" / "entrypoint.sh").read_text()
+    assert script.rstrip().endswith('exec eo "$@"')
+    assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in script
 
 
 def test_the_operator_image_installs_no_spark_and_no_java() -> None:
@@ -223,3 +273,5 @@ def test_the_dockerignore_matcher_follows_docker_rules() -> None:
     assert not ignored("tools/jars/spark-kafka/pom.xml")
     assert ignored("scripts/setup.sh")
     assert not ignored("scripts/fetch-jars.sh")
+    assert not ignored("docker/entrypoint.sh")
+    assert ignored("docker/anything-else")
