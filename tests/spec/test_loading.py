@@ -93,3 +93,15 @@ def test_dash_reads_standard_input(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_missing_file_is_an_input_error_not_a_spec_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_pipeline(tmp_path / "nope.yaml")
+
+
+def test_broken_yaml_is_one_line_with_its_position(tmp_path: Path) -> None:
+    message = _problems(tmp_path, PIPELINE.replace("mode: append", "mode: [append"))["(file)"]
+    assert message.startswith("not valid YAML at line 14, column 13: while parsing a flow")
+    assert "\n" not in message
+
+
+def test_a_character_yaml_does_not_allow_is_one_line(tmp_path: Path) -> None:
+    message = _problems(tmp_path, PIPELINE.replace("ledger\n", "led\x00ger\n", 1))["(file)"]
+    assert message.startswith("not valid YAML: unacceptable character #x0000")
+    assert "\n" not in message

@@ -112,9 +112,13 @@ def _duplicates(node: Node, path: str = "") -> list[SpecProblem]:
     return found
 
 
-def one_document(text: str, name: str) -> Any:
-    """The single YAML document of a pipeline file, refusing duplicates and extra documents."""
-    loader = _Loader(text)
+def _parse(text: str, name: str) -> Any:
+    """The one non-empty document of ``text``, with its YAML problems as ``SpecError``."""
+    try:
+        loader = _Loader(text)
+    except yaml.YAMLError as exc:  # a character YAML does not allow: no line and column
+        what = " ".join(str(exc).split())
+        raise SpecError([SpecProblem("(file)", f"not valid YAML: {what}")], name) from None
     try:
         nodes: list[Node] = []
         while loader.check_node():
@@ -138,11 +142,19 @@ def one_document(text: str, name: str) -> Any:
         problems = _duplicates(nodes[0])
         if problems:
             raise SpecError(problems, name)
-        document = loader.construct_document(nodes[0])
-    except yaml.YAMLError as exc:
-        raise SpecError([SpecProblem("(file)", f"not valid YAML: {exc}")], name) from None
+        return loader.construct_document(nodes[0])
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = " ".join(f"{exc.context or ''} {exc.problem or ''}".split())
+        raise SpecError([SpecProblem("(file)", f"not valid YAML{where}: {what}")], name) from None
     finally:
         loader.dispose()
+
+
+def one_document(text: str, name: str) -> Any:
+    """The single YAML document of a pipeline file, refusing duplicates and extra documents."""
+    document = _parse(text, name)
     kind = document.get("kind") if isinstance(document, dict) else None
     if kind != "ExactlyOncePipeline":
         hint = " (get one pipeline: kubectl get eop NAME -o yaml)" if kind == "List" else ""
