@@ -7,7 +7,9 @@
 # replaced by a local one built once from Debian packages: a debootstrap of the same Debian
 # release as the pinned public base (python:X.Y.Z-slim-<release>), with the same Python minor
 # version, committed as localhost/eo-base:<release>-py<X.Y>. It is cached by recipe: a second
-# run finds it (label dev.eo.base-recipe) and builds nothing; a recipe bump rebuilds it.
+# run finds it (label dev.eo.base-recipe) and builds nothing; a recipe bump rebuilds it. A copy
+# is kept in $EO_CACHE/images (an OCI archive named by the recipe's hash), loaded when
+# buildah's own storage (/var/lib/containers) does not have it.
 # Target builds use buildah's layer cache and the Dockerfile's pip/Maven cache mounts, so an
 # unchanged tree rebuilds in seconds and a code change reinstalls only the project layers.
 #
@@ -16,7 +18,8 @@
 # Environment: EO_IMAGE_TAG (default: local), EO_DEBIAN_MIRROR (default: deb.debian.org),
 # EO_BUILDAH_STORAGE_DRIVER (overlay, or vfs where overlay does not mount),
 # EO_BUILD_CA_DIR (default /usr/local/share/ca-certificates: the *.crt there, e.g. a proxy's
-# CA, are trusted by the builder stages), EO_CACHE (debootstrap's package cache, the lock).
+# CA, are trusted by the builder stages), EO_CACHE (debootstrap's package cache, the base's
+# archive, the lock).
 # Needs root (apt-get for buildah/debootstrap; chroot builds).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -68,28 +71,44 @@ ensure_tools
 if [[ -n "${EO_BUILDAH_STORAGE_DRIVER:-}" ]]; then
   export STORAGE_DRIVER="$EO_BUILDAH_STORAGE_DRIVER"
 fi
-BUILDAH=(buildah)
 mkdir -p "$EO_CACHE/images"
 # One build at a time on this machine (parallel test workers, several checkouts).
 exec 9>"$EO_CACHE/images/.lock"
 flock 9
 
 image_label() { # <image> <label>: the label's value, empty when the image or label is absent
-  "${BUILDAH[@]}" inspect --type image --format "{{index .OCIv1.Config.Labels \"$2\"}}" "$1" 2>/dev/null || true
+  buildah inspect --type image --format "{{index .OCIv1.Config.Labels \"$2\"}}" "$1" 2>/dev/null || true
 }
 
 build_base() {
   local want="recipe=$BASE_RECIPE release=$release python=$py_minor packages=$BASE_PACKAGES"
+  # The base also lives in EO_CACHE as an OCI archive named by its recipe, like the other
+  # cached tools: a machine whose buildah storage is new (CI) loads it instead of rebuilding.
+  local archive="$EO_CACHE/images/eo-base-$release-py$py_minor" recipe_hash
+  recipe_hash="$(sha256sum <<<"$want" | cut -c1-12)"
+  archive="$archive-$recipe_hash.oci.tar"
   if [[ "$(image_label "$BASE" dev.eo.base-recipe)" == "$want" ]]; then
     say "base $BASE cached ($want)"
+    [[ -f "$archive" ]] || save_base "$archive"
     return
+  fi
+  if [[ -f "$archive" ]]; then
+    local id
+    id="$(buildah pull --quiet "oci-archive:$archive")"
+    buildah tag "$id" "$BASE"
+    if [[ "$(image_label "$BASE" dev.eo.base-recipe)" == "$want" ]]; then
+      say "base $BASE loaded from $archive ($want)"
+      return
+    fi
+    say "$archive does not hold that recipe: building the base again"
+    rm -f "$archive"
   fi
   local started=$SECONDS ctr mnt
   say "building base $BASE: debootstrap $release ($MIRROR) with $BASE_PACKAGES"
-  ctr="$("${BUILDAH[@]}" from scratch)"
+  ctr="$(buildah from scratch)"
   # shellcheck disable=SC2064  # the container name is fixed now
-  trap "'${BUILDAH[0]}' rm '$ctr' >/dev/null 2>&1 || true" EXIT
-  mnt="$("${BUILDAH[@]}" mount "$ctr")"
+  trap "buildah rm '$ctr' >/dev/null 2>&1 || true" EXIT
+  mnt="$(buildah mount "$ctr")"
   mkdir -p "$EO_CACHE/debootstrap/$release"
   debootstrap --variant=minbase --include="$BASE_PACKAGES" \
     --cache-dir="$EO_CACHE/debootstrap/$release" "$release" "$mnt" "$MIRROR" \
@@ -109,7 +128,7 @@ EOF
   printf 'path-exclude /usr/share/doc/*\npath-include /usr/share/doc/*/copyright\npath-exclude /usr/share/man/*/*\npath-exclude /usr/share/info/*\npath-exclude /usr/share/locale/*\n' \
     >"$mnt/etc/dpkg/dpkg.cfg.d/90eo-slim"
   say "base: apt-get upgrade from $release-updates and $release-security"
-  "${BUILDAH[@]}" run --isolation chroot "$ctr" -- sh -ec '
+  buildah run --isolation chroot "$ctr" -- sh -ec '
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get upgrade --yes -qq >/dev/null
@@ -121,21 +140,29 @@ EOF
     mkdir -p /usr/share/man/man1
     find /usr/lib/python3* -name __pycache__ -prune -exec rm -rf {} +'
   local version
-  version="$("${BUILDAH[@]}" run --isolation chroot "$ctr" -- python3 -c \
+  version="$(buildah run --isolation chroot "$ctr" -- python3 -c \
     'import sys; print("%d.%d" % sys.version_info[:2])')"
   [[ "$version" == "$py_minor" ]] \
     || die "Debian $release ships Python $version, the Dockerfile's base has $py_minor"
-  "${BUILDAH[@]}" umount "$ctr" >/dev/null
-  "${BUILDAH[@]}" config \
+  buildah umount "$ctr" >/dev/null
+  buildah config \
     --env LANG=C.UTF-8 \
     --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --cmd python3 \
     --label "dev.eo.base-recipe=$want" \
     --label "dev.eo.base-of=$public_base" \
     "$ctr"
-  "${BUILDAH[@]}" commit --quiet --rm "$ctr" "$BASE" >/dev/null
+  buildah commit --quiet --rm "$ctr" "$BASE" >/dev/null
   trap - EXIT
   say "base $BASE built in $((SECONDS - started)) s (Python $version)"
+  save_base "$archive"
+}
+
+save_base() { # <archive>: write $BASE there (whole, then renamed: never a half archive)
+  rm -f "$1".partial.*
+  buildah push --quiet "$BASE" "oci-archive:$1.partial.$$" >/dev/null
+  mv "$1.partial.$$" "$1"
+  say "base saved to $1 ($(du -h "$1" | cut -f1))"
 }
 
 build_target() { # <target>
@@ -146,7 +173,7 @@ build_target() { # <target>
   if compgen -G "$CA_DIR/*.crt" >/dev/null; then
     extra+=(--volume "$CA_DIR:/run/build-ca:ro")
   fi
-  "${BUILDAH[@]}" bud --isolation chroot --layers --force-rm "${extra[@]}" \
+  buildah bud --isolation chroot --layers --force-rm "${extra[@]}" \
     --build-arg "BASE_IMAGE=$BASE" \
     --target "$target" --tag "$image" \
     --file "$ROOT/Dockerfile" "$ROOT"
@@ -160,5 +187,5 @@ if [[ $base_only == 0 ]]; then
   done
 fi
 say "images:"
-"${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}  {{.Size}}' \
+buildah images --format '{{.Name}}:{{.Tag}}  {{.Size}}' \
   | grep -E "^localhost/eo-(base:$release-py$py_minor|operator:$TAG|job:$TAG) " || true

@@ -43,7 +43,7 @@ def unavailable() -> str | None:
 class Build:
     """One run of scripts/build-images.sh."""
 
-    target: str
+    args: tuple[str, ...]
     code: int
     seconds: float
     log: Path
@@ -53,18 +53,30 @@ class Build:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def build(target: str, log: Path) -> Build:
-    """Build one target (the base first, when it is not cached), output into ``log``."""
+def build(log: Path, *args: str) -> Build:
+    """Run the build script with ``args`` (a target: the base first, when it is not cached),
+    output into ``log``."""
     started = time.monotonic()
     with log.open("w") as out:
         code = subprocess.call(
-            [str(SCRIPT), target],
+            [str(SCRIPT), *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
             timeout=BUILD_TIMEOUT,
         )
-    return Build(target, code, time.monotonic() - started, log)
+    return Build(args, code, time.monotonic() - started, log)
+
+
+def image_id(image: str) -> str | None:
+    """The image's id, or None when buildah's storage has no image of that name."""
+    found = subprocess.run(
+        ["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}", image],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 def inspect(image: str) -> dict[str, object]:

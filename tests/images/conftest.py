@@ -18,7 +18,7 @@ def _built(target: str, tmp_path_factory: pytest.TempPathFactory) -> buildah.Bui
         pytest.skip(reason)
     if target not in _builds:
         log = tmp_path_factory.mktemp("images") / f"build-{target}.log"
-        _builds[target] = buildah.build(target, log)
+        _builds[target] = buildah.build(log, target)
     return _builds[target]
 
 

@@ -7,7 +7,9 @@ sends `executor` to Spark's KubernetesExecutorBackend and everything else to `eo
 
 from __future__ import annotations
 
+import re
 import socket
+import subprocess
 import threading
 import tomllib
 import warnings
@@ -49,6 +51,31 @@ def test_the_image_builds_and_its_size_is_printed(
         stacklevel=1,
     )
     assert size > 0
+
+
+BASE_LINE = re.compile(r"==> \[build-images [0-9:]+\] base (\S+) (cached|loaded from|built in)")
+
+
+def test_a_base_missing_from_buildahs_storage_is_loaded_from_eo_cache_not_rebuilt(
+    operator_image: str, tmp_path: Path
+) -> None:
+    first = buildah.build(tmp_path / "first.log", "--base-only")
+    assert first.code == 0, first.tail()
+    lines = BASE_LINE.findall(first.log.read_text())
+    assert len(lines) == 1, first.tail()
+    base = lines[0][0]
+    before = buildah.image_id(base)
+    assert before, f"{base} is not in buildah's storage after a build"
+    # As on a new machine whose EO_CACHE was restored: the base is gone from the storage.
+    subprocess.run(["buildah", "rmi", base], check=True, capture_output=True)
+    assert buildah.image_id(base) is None
+    again = buildah.build(tmp_path / "again.log", "--base-only")
+    assert again.code == 0, again.tail()
+    log = again.log.read_text()
+    assert BASE_LINE.findall(log) == [(base, "loaded from")], again.tail()
+    assert "debootstrap" not in log
+    # The same image, so the targets' layer cache (keyed by the base's id) still holds.
+    assert buildah.image_id(base) == before
 
 
 @pytest.mark.parametrize(
