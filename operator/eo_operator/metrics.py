@@ -144,7 +144,8 @@ class _Seen:
     batches: int = 0
     failures: int = 0
     sinks: frozenset[str] = frozenset()
-    fenced_driver: str | None = None
+    counted_drivers: dict[str, str] = field(default_factory=dict)
+    """Per once-per-pod counter, the last driver pod it counted."""
 
 
 class _SecondsSince:
@@ -258,6 +259,10 @@ class PipelineMetrics:
         self._fenced_attempts = counter(
             "eo_pipeline_fenced_attempts", "Drivers that found themselves fenced (zombies)."
         )
+        self._start_timeouts = counter(
+            "eo_pipeline_start_timeouts",
+            "Driver pods still Pending after restartPolicy.startTimeoutSeconds (deleted, counted).",
+        )
         self._recoveries = counter("eo_pipeline_recoveries", "Recoveries run (fence + resolve).")
         self._recovery_duration = histogram(
             "eo_pipeline_recovery_duration_seconds", "Duration of one recovery.", RECOVERY_BUCKETS
@@ -315,7 +320,8 @@ class PipelineMetrics:
             self._trigger_interval, self._alert_max_checkpoint_duration,
             self._alert_max_failure_rate, self._alert_no_commit_floor, self._in_doubt,
             self._in_doubt_oldest_age,
-            self._in_doubt_resolutions, self._fenced_attempts, self._recoveries,
+            self._in_doubt_resolutions, self._fenced_attempts, self._start_timeouts,
+            self._recoveries,
             self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
             self._last_trigger, self._offsets_behind,
         )  # fmt: skip
@@ -423,13 +429,26 @@ class PipelineMetrics:
         ``driver`` (the pod name) makes the call idempotent: a pass that sees the same exited
         pod again, before its deletion is done, does not count it twice.
         """
+        self._count_once(namespace, pipeline, "fenced", self._fenced_attempts, driver)
+
+    def record_start_timeout(self, namespace: str, pipeline: str, driver: str) -> None:
+        """Count a driver pod that did not start in time, once per pod (``driver``)."""
+        self._count_once(namespace, pipeline, "start-timeout", self._start_timeouts, driver)
+
+    def _count_once(
+        self, namespace: str, pipeline: str, kind: str, counter: Counter, driver: str | None
+    ) -> None:
+        """Increment ``counter``, unless the same driver pod was the last one it counted."""
         key = (namespace, pipeline)
         with self._lock:
             seen = self._seen.get(key) or self._first_sight(namespace, pipeline, None)
-            if driver is not None and seen.fenced_driver == driver:
+            if driver is not None and seen.counted_drivers.get(kind) == driver:
                 return
-            seen.fenced_driver = driver
-            self._fenced_attempts.labels(*key).inc()
+            if driver is not None:
+                seen.counted_drivers[kind] = driver
+            else:
+                seen.counted_drivers.pop(kind, None)
+            counter.labels(*key).inc()
 
     def record_recovery(self, namespace: str, pipeline: str, seconds: float) -> None:
         """Count one finished recovery and how long it took."""
@@ -472,7 +491,12 @@ class PipelineMetrics:
         """Create the event counters at 0 so increase() sees the first event, not a new series."""
         for outcome in OUTCOMES:
             self._in_doubt_resolutions.labels(namespace, pipeline, outcome)
-        for metric in (self._fenced_attempts, self._recoveries, self._recovery_duration):
+        for metric in (
+            self._fenced_attempts,
+            self._start_timeouts,
+            self._recoveries,
+            self._recovery_duration,
+        ):
             metric.labels(namespace, pipeline)
         seen = _Seen(guarantee=guarantee)
         self._seen[(namespace, pipeline)] = seen

@@ -11,14 +11,22 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | 4 | suspend and no driver | recover, then Suspended |
 | 5 | driver of an older epoch | delete it (a zombie of a past launch) |
 | 6 | driver Pending/Running, spec changed | Stopping: graceful delete, relaunch after |
-| 7 | driver Pending/Running | Starting/Running |
-| 8 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
-| 9 | driver exited 75 (fenced) | relaunch above the fence, not a crash |
-| 10 | driver exited otherwise, or vanished while running | count a restart; Failed past max; |
+| 7 | driver Pending past restartPolicy.startTimeoutSeconds | delete it; a counted failure |
+|  |  | (StartTimeout, its waiting reason in status.lastFailure), as in 10 |
+| 8 | driver Pending/Running | Starting/Running |
+| 9 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
+| 10 | driver exited 75 (fenced) | delete it; relaunch above the fence, not a crash |
+| 11 | driver exited otherwise, or vanished while running | count a restart; Failed past max; |
 |  |  | else Backoff, then recover + relaunch |
-| 11 | no driver, Failed, same generation | stay Failed |
-| 12 | no driver, backoff not over | wait |
-| 13 | no driver | recover (fence first) + launch |
+| 12 | no driver, Failed, same generation | stay Failed |
+| 13 | no driver, backoff not over | wait |
+| 14 | no driver | recover (fence first) + launch |
+
+A failed driver (rules 9 and 11) is not deleted: its pod, log and termination message stay for
+people (``status.lastFailure.pod``). A failed pod the planner already recorded
+(``lastFailure.pod``), and any failed pod of an older epoch, counts as "no driver" for the rules
+above; after every plan the newest ``restartPolicy.keepFailedPods`` of them are kept and older
+ones deleted (``prune_failed``).
 
 "Recover" always means, in this order: reserve the next epoch on the object (annotation,
 guarded by resourceVersion), raise the sink fence to it, resolve prepared transactions below
@@ -42,6 +50,7 @@ from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SIN
 from eo_jobs.spec.models import PipelineSpec
 
 STUCK_TERMINATING_GRACE = timedelta(seconds=30)
+TERMINATED = ("Succeeded", "Failed")
 
 
 class Phase(enum.StrEnum):
@@ -68,7 +77,29 @@ class DriverPod:
     exit_code: int | None = None
     deleting_since: datetime | None = None
     grace_seconds: int = 60
-    started_at: datetime | None = None
+    created_at: datetime | None = None
+    reason: str = ""
+    """Why it is not running: the container's waiting reason while Pending (ImagePullBackOff,
+    CreateContainerConfigError, ...; Unschedulable before it has a node), its terminated
+    reason once it exited (Error, OOMKilled, ...)."""
+    message: str = ""
+    """The waiting message, or the terminated container's termination message."""
+
+    @property
+    def terminated(self) -> bool:
+        """The pod's containers have all exited (phase Succeeded or Failed)."""
+        return self.phase in TERMINATED
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed driver as recorded in status (``status.lastFailure``)."""
+
+    pod: str
+    reason: str
+    exit_code: int | None
+    message: str
+    time: datetime
 
 
 @dataclass(frozen=True)
@@ -88,6 +119,8 @@ class Memory:
     """Epoch of the last recovery that finished (status.recoveredEpoch)."""
     reason: str = ""
     message: str = ""
+    failure: Failure | None = None
+    """The last failed driver (status.lastFailure); its pod is not observed as a driver again."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +135,9 @@ class Observation:
     annotation_epoch: int | None
     memory: Memory
     driver: DriverPod | None
+    failed: tuple[DriverPod, ...] = ()
+    """Exited pods of older epochs than ``driver`` (not fenced, not being deleted): failed
+    drivers kept for their logs."""
 
 
 class Kind(enum.StrEnum):
@@ -185,15 +221,62 @@ def _relaunch(obs: Observation, memory: Memory, reason: str, message: str) -> Pl
 def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
     """Decide what to do next for one pipeline."""
     rng = rng or random.Random()  # noqa: S311 (jitter, not cryptography)
-    mem = obs.memory
     pod = obs.driver
-    if pod is not None and pod.epoch > (mem.epoch or 0):
+    if pod is not None and pod.epoch > (obs.memory.epoch or 0):
         # Remember every epoch a pod was seen with, whatever the rule: status.epoch can lag a
         # pod the operator applied just before it died, and the pod object can be gone by the
         # next pass (deleted after it exited, or force-deleted with its node) while its epoch
         # must still never be handed to another driver.
-        mem = replace(mem, epoch=pod.epoch)
-        obs = replace(obs, memory=mem)
+        obs = replace(obs, memory=replace(obs.memory, epoch=pod.epoch))
+    obs, cleanup = _set_aside_failed(obs)
+    result = _decide(obs, rng)
+    return replace(result, actions=[*cleanup, *result.actions, *prune_failed(obs, result)])
+
+
+def _set_aside_failed(obs: Observation) -> tuple[Observation, list[Action]]:
+    """A driver whose failure is already recorded (or an exited one of an older epoch) is no
+    driver any more: an exited one joins the kept failed pods, a Pending one (a start timeout)
+    is deleted if its deletion was not sent yet."""
+    pod, mem = obs.driver, obs.memory
+    if pod is None:
+        return obs, []
+    recorded = mem.failure is not None and mem.failure.pod == pod.name
+    older = pod.terminated and pod.epoch < (mem.epoch or 0) and pod.exit_code != EXIT_FENCED
+    if not (recorded or older):
+        return obs, []
+    failed, cleanup = obs.failed, []
+    if pod.deleting_since is None:
+        if pod.terminated:
+            failed = (pod, *failed)
+        else:
+            cleanup = [Action(Kind.DELETE_POD, pod=pod.name, reason=mem.reason or "Failed")]
+    return replace(obs, driver=None, failed=failed), cleanup
+
+
+def prune_failed(obs: Observation, result: Plan) -> list[Action]:
+    """Delete kept failed pods beyond the newest ``restartPolicy.keepFailedPods``."""
+    if obs.spec is None:
+        return []
+    gone = {a.pod for a in result.actions if a.kind in (Kind.DELETE_POD, Kind.FORCE_DELETE_POD)}
+    kept = list(obs.failed)
+    pod, failure = obs.driver, result.memory.failure
+    if pod is not None and pod.terminated and failure is not None and failure.pod == pod.name:
+        kept.append(pod)  # failed in this pass
+    kept = sorted((p for p in kept if p.name not in gone), key=lambda p: p.epoch, reverse=True)
+    keep = obs.spec.restart_policy.keep_failed_pods
+    return [Action(Kind.DELETE_POD, pod=p.name, reason="FailedPodsPruned") for p in kept[keep:]]
+
+
+def last_line(message: str) -> str:
+    """The last non-empty line of a termination message (the tail of the driver's log): the
+    one-line error ``eo`` prints, or the exception line ending a traceback."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    return lines[-1][:1000] if lines else ""
+
+
+def _decide(obs: Observation, rng: random.Random) -> Plan:
+    mem = obs.memory
+    pod = obs.driver
 
     # 1. invalid spec
     if obs.spec is None:
@@ -304,7 +387,15 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
                 ],
                 2.0,
             )
-        # 7. healthy
+        # 7. a driver that does not start
+        start_timeout = spec.restart_policy.start_timeout_seconds
+        if (
+            pod.phase == "Pending"
+            and pod.created_at is not None
+            and obs.now - pod.created_at > timedelta(seconds=start_timeout)
+        ):
+            return _start_timeout(obs, spec, pod, rng)
+        # 8. healthy
         phase = Phase.RUNNING if pod.phase == "Running" else Phase.STARTING
         restarts = mem.restarts
         if (
@@ -333,13 +424,13 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
     # no driver pod
     pending = (obs.annotation_epoch or 0) > (mem.epoch or 0)
     if mem.phase is Phase.RUNNING and mem.epoch is not None and not pending:
-        # 10. it vanished (deleted, evicted) while we expected it to run
+        # 11. it vanished (deleted, evicted) while we expected it to run
         return _failure(obs, spec, rng, "DriverDeleted", f"driver of epoch {mem.epoch} disappeared")
     if mem.phase is Phase.FAILED and mem.failed_generation == obs.generation:
-        return Plan(mem, [], 30.0)  # 11.
+        return Plan(mem, [], 30.0)  # 12.
     if mem.backoff_until is not None and obs.now < mem.backoff_until:
         wait = (mem.backoff_until - obs.now).total_seconds()
-        return Plan(replace(mem, phase=Phase.BACKOFF), [], max(0.5, wait))  # 12.
+        return Plan(replace(mem, phase=Phase.BACKOFF), [], max(0.5, wait))  # 13.
     reason = "Launch" if mem.epoch is None else "Relaunch"
     return _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
 
@@ -357,17 +448,44 @@ def _count_restart(spec: PipelineSpec, mem: Memory, now: datetime) -> int:
     return mem.restarts + 1
 
 
+def _start_timeout(
+    obs: Observation, spec: PipelineSpec, pod: DriverPod, rng: random.Random
+) -> Plan:
+    """Rule 7: the pod is deleted and the failure counted, with the reason it waits for."""
+    why = pod.reason or "Pending"
+    seconds = spec.restart_policy.start_timeout_seconds
+    message = f"driver {pod.name} did not start within {seconds}s: {why}" + (
+        f": {pod.message}" if pod.message else ""
+    )
+    failure = Failure(pod.name, why, None, pod.message[:1000], obs.now)
+    plan_ = _failure(obs, spec, rng, "StartTimeout", message, failure)
+    actions = [Action(Kind.DELETE_POD, pod=pod.name, reason="StartTimeout"), *plan_.actions]
+    if plan_.memory.reason != "StartTimeout":  # CrashLoop: its event still says why
+        actions.append(_event("StartTimeout", message, warning=True))
+    return Plan(plan_.memory, actions, plan_.requeue_seconds)
+
+
 def _after_exit(obs: Observation, spec: PipelineSpec, pod: DriverPod, rng: random.Random) -> Plan:
-    """The driver container has terminated (pod Succeeded or Failed)."""
+    """The driver container has terminated (pod Succeeded or Failed); a failed one is kept."""
     mem = obs.memory
     code = pod.exit_code
-    delete = Action(Kind.DELETE_POD, pod=pod.name, reason="Exited")
-    if code in (EXIT_CHECKPOINT_RESET, EXIT_SINK_CONTRACT):  # 8.
-        reason = "CheckpointReset" if code == EXIT_CHECKPOINT_RESET else "SinkContract"
-        message = (
-            f"driver {pod.name} exited {code} ({reason}): see its log; fix the cause and "
-            "change the spec (any edit) to retry"
+    if code == EXIT_FENCED:  # 10.
+        plan_ = _relaunch(
+            obs,
+            mem,
+            "DriverFenced",
+            f"driver {pod.name} found itself fenced; relaunching above the fence",
         )
+        delete = Action(Kind.DELETE_POD, pod=pod.name, reason="Exited")
+        return Plan(plan_.memory, [delete, *plan_.actions], plan_.requeue_seconds)
+    line = last_line(pod.message)
+    failure = Failure(pod.name, pod.reason or f"Pod{pod.phase}", code, line, obs.now)
+    said = f"driver {pod.name} exited with code {code} ({failure.reason})" + (
+        f": {line}" if line else ""
+    )
+    if code in (EXIT_CHECKPOINT_RESET, EXIT_SINK_CONTRACT):  # 9.
+        reason = "CheckpointReset" if code == EXIT_CHECKPOINT_RESET else "SinkContract"
+        message = f"{said}; {reason}: fix the cause and change the spec (any edit) to retry"
         return Plan(
             replace(
                 mem,
@@ -375,32 +493,23 @@ def _after_exit(obs: Observation, spec: PipelineSpec, pod: DriverPod, rng: rando
                 reason=reason,
                 message=message,
                 failed_generation=obs.generation,
+                failure=failure,
             ),
-            [delete, _event(reason, message, warning=True)],
+            [_event(reason, message, warning=True)],
             30.0,
         )
-    if code == EXIT_FENCED:  # 9.
-        plan_ = _relaunch(
-            obs,
-            mem,
-            "DriverFenced",
-            f"driver {pod.name} found itself fenced; relaunching above the fence",
-        )
-        return Plan(plan_.memory, [delete, *plan_.actions], plan_.requeue_seconds)
-    plan_ = _failure(
-        obs,
-        spec,
-        rng,
-        "DriverFailed",
-        f"driver {pod.name} exited with code {code} (pod {pod.phase})",
-    )
-    return Plan(plan_.memory, [delete, *plan_.actions], plan_.requeue_seconds)
+    return _failure(obs, spec, rng, "DriverFailed", said, failure)  # 11.
 
 
 def _failure(
-    obs: Observation, spec: PipelineSpec, rng: random.Random, reason: str, message: str
+    obs: Observation,
+    spec: PipelineSpec,
+    rng: random.Random,
+    reason: str,
+    message: str,
+    failure: Failure | None = None,
 ) -> Plan:
-    mem = obs.memory
+    mem = replace(obs.memory, failure=failure or obs.memory.failure)
     restarts = _count_restart(spec, mem, obs.now)
     if restarts > spec.restart_policy.max_restarts:
         text = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
-from eo_jobs.protocol.errors import FenceRegressionError
+from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
 from eo_operator.deletion import clean_up_sinks
@@ -80,32 +80,70 @@ def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
     return pipeline, None
 
 
-def observe_driver(pods: list[dict[str, Any]]) -> tuple[DriverPod | None, list[str]]:
-    """The newest-epoch driver pod, and the names of older ones (to delete)."""
-    parsed: list[DriverPod] = []
-    for pod in pods:
-        meta, status = pod["metadata"], pod.get("status") or {}
-        exit_code = None
-        for cs in status.get("containerStatuses") or []:
-            terminated = (cs.get("state") or {}).get("terminated")
-            if terminated is not None:
-                exit_code = terminated.get("exitCode")
-        deleting = meta.get("deletionTimestamp")
-        parsed.append(
-            DriverPod(
-                name=meta["name"],
-                epoch=int(meta.get("labels", {}).get(LABEL_EPOCH, "0")),
-                phase=status.get("phase") or "Pending",
-                spec_hash=meta.get("labels", {}).get(LABEL_SPEC_HASH, ""),
-                exit_code=exit_code,
-                deleting_since=_time(deleting) if deleting else None,
-                grace_seconds=int(meta.get("deletionGracePeriodSeconds") or 60),
-            )
-        )
+@dataclass(frozen=True)
+class DriverPods:
+    """The driver pods of a pipeline, sorted out."""
+
+    driver: DriverPod | None
+    """The newest-epoch pod."""
+    stale: list[str]
+    """Older pods to delete: zombies of past launches, fenced ones."""
+    failed: tuple[DriverPod, ...]
+    """Older pods that failed: kept for their logs (the planner prunes them)."""
+
+
+def observe_driver(pods: list[dict[str, Any]]) -> DriverPods:
+    """The newest-epoch driver pod, older failed ones (kept) and the other older ones."""
+    parsed = sorted((_driver_pod(pod) for pod in pods), key=lambda p: p.epoch, reverse=True)
     if not parsed:
-        return None, []
-    parsed.sort(key=lambda p: p.epoch)
-    return parsed[-1], [p.name for p in parsed[:-1]]
+        return DriverPods(None, [], ())
+    older = parsed[1:]
+    failed = tuple(
+        p for p in older if p.terminated and p.exit_code != EXIT_FENCED and p.deleting_since is None
+    )
+    return DriverPods(parsed[0], [p.name for p in older if p not in failed], failed)
+
+
+def _driver_pod(pod: dict[str, Any]) -> DriverPod:
+    meta, status = pod["metadata"], pod.get("status") or {}
+    containers = status.get("containerStatuses") or []
+    driver = next((c for c in containers if c.get("name") == "driver"), None)
+    state = (driver or (containers[0] if containers else {})).get("state") or {}
+    terminated = state.get("terminated")
+    if terminated is not None:
+        reason, message = terminated.get("reason"), terminated.get("message")
+    else:
+        reason, message = _waiting(status, state)
+    deleting = meta.get("deletionTimestamp")
+    labels = meta.get("labels") or {}
+    return DriverPod(
+        name=meta["name"],
+        epoch=int(labels.get(LABEL_EPOCH, "0")),
+        phase=status.get("phase") or "Pending",
+        spec_hash=labels.get(LABEL_SPEC_HASH, ""),
+        exit_code=terminated.get("exitCode") if terminated is not None else None,
+        deleting_since=_time(deleting) if deleting else None,
+        grace_seconds=int(meta.get("deletionGracePeriodSeconds") or 60),
+        created_at=_opt_time(meta.get("creationTimestamp")),
+        reason=reason or status.get("reason") or "",
+        message=message or status.get("message") or "",
+    )
+
+
+def _waiting(status: dict[str, Any], state: dict[str, Any]) -> tuple[str | None, str | None]:
+    """Why a pod that has not exited is not running: its driver container's waiting state, an
+    init container's (while the driver waits in PodInitializing), or the scheduler's verdict."""
+    waiting = state.get("waiting") or {}
+    if waiting.get("reason") not in (None, "PodInitializing"):
+        return waiting.get("reason"), waiting.get("message")
+    for init in status.get("initContainerStatuses") or []:
+        blocked = (init.get("state") or {}).get("waiting") or {}
+        if blocked.get("reason") not in (None, "PodInitializing"):
+            return blocked.get("reason"), blocked.get("message")
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason"), condition.get("message")
+    return waiting.get("reason"), waiting.get("message")
 
 
 def _time(text: str) -> datetime:
@@ -133,8 +171,9 @@ class Reconciler:
             return 5.0
         pipeline, error = parse(obj)
         pods = self.kube.driver_pods(namespace, name)
-        driver, stale = observe_driver(pods)
-        for pod_name in stale:
+        observed = observe_driver(pods)
+        driver = observed.driver
+        for pod_name in observed.stale:
             self.kube.delete_pod(namespace, pod_name)
         annotations = obj["metadata"].get("annotations") or {}
         raw_epoch = annotations.get("eo.dev/epoch", "")
@@ -147,6 +186,7 @@ class Reconciler:
             annotation_epoch=int(raw_epoch) if raw_epoch.isdigit() else None,
             memory=memory_from_status(obj.get("status") or {}),
             driver=driver,
+            failed=observed.failed,
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -194,6 +234,10 @@ class Reconciler:
             a.kind is Kind.EVENT and a.reason == "DriverFenced" for a in result.actions
         ):
             self.metrics.record_fenced(namespace, name, driver.name)
+        if driver is not None and any(
+            a.kind is Kind.EVENT and a.reason == "StartTimeout" for a in result.actions
+        ):
+            self.metrics.record_start_timeout(namespace, name, driver.name)
         if driver is None or driver.phase != "Running":
             return None
         for pod in pods:

@@ -244,6 +244,9 @@ def driver_pod(
                         "capabilities": {"drop": ["ALL"]},
                     },
                     "volumeMounts": mounts,
+                    # A failed driver's last log lines become its termination message, which
+                    # the operator copies into status.lastFailure and its event.
+                    "terminationMessagePolicy": "FallbackToLogsOnError",
                 }
             ],
             "volumes": volumes,

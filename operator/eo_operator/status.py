@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from eo_operator.planner import Memory, Observation, Phase
+from eo_operator.planner import Failure, Memory, Observation, Phase
 
 
 def _time(value: Any) -> datetime | None:
@@ -40,6 +40,19 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         recovered_epoch=status.get("recoveredEpoch"),
         reason=status.get("reason") or "",
         message=status.get("message") or "",
+        failure=_failure(status.get("lastFailure")),
+    )
+
+
+def _failure(recorded: Any) -> Failure | None:
+    if not isinstance(recorded, dict) or not recorded.get("pod"):
+        return None
+    return Failure(
+        pod=str(recorded["pod"]),
+        reason=str(recorded.get("reason") or ""),
+        exit_code=recorded.get("exitCode"),
+        message=str(recorded.get("message") or ""),
+        time=_time(recorded.get("time")) or datetime.now(UTC),
     )
 
 
@@ -92,6 +105,15 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
         "message": memory.message or None,
         "observedGeneration": obs.generation,
     }
+    if memory.failure is not None:
+        failure = memory.failure
+        status["lastFailure"] = {
+            "pod": failure.pod,
+            "reason": failure.reason,
+            "exitCode": failure.exit_code,
+            "message": failure.message,
+            "time": _iso(failure.time),
+        }
     if obs.spec is not None:
         status["guarantee"] = str(obs.spec.guarantee)
     if obs.driver is not None and obs.driver.phase in ("Pending", "Running"):

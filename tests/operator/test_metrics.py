@@ -32,6 +32,7 @@ CONTRACT = {
     "eo_pipeline_in_doubt_oldest_age_seconds": "gauge",
     "eo_pipeline_in_doubt_resolutions": "counter",
     "eo_pipeline_fenced_attempts": "counter",
+    "eo_pipeline_start_timeouts": "counter",
     "eo_pipeline_recoveries": "counter",
     "eo_pipeline_recovery_duration_seconds": "histogram",
     "eo_sink_prepared_transactions": "gauge",
@@ -180,6 +181,7 @@ def test_event_counters_start_at_zero_when_a_pipeline_is_first_seen(
 ) -> None:
     metrics.observe_health("shop", "orders", _health())
     assert _value(metrics, "eo_pipeline_fenced_attempts_total", **ORDERS) == 0
+    assert _value(metrics, "eo_pipeline_start_timeouts_total", **ORDERS) == 0
     assert _value(metrics, "eo_pipeline_recoveries_total", **ORDERS) == 0
     for outcome in ("committed", "rolled_back"):
         resolutions = "eo_pipeline_in_doubt_resolutions_total"
@@ -197,6 +199,13 @@ def test_resolutions_fencing_and_recoveries_are_counted(metrics: PipelineMetrics
     assert _value(metrics, "eo_pipeline_fenced_attempts_total", **ORDERS) == 1
     assert _value(metrics, "eo_pipeline_recoveries_total", **ORDERS) == 1
     assert _value(metrics, "eo_pipeline_recovery_duration_seconds_sum", **ORDERS) == 12.5
+
+
+def test_a_start_timeout_is_counted_once_per_driver_pod(metrics: PipelineMetrics) -> None:
+    metrics.record_start_timeout("shop", "orders", "orders-driver-e1")
+    metrics.record_start_timeout("shop", "orders", "orders-driver-e1")
+    metrics.record_start_timeout("shop", "orders", "orders-driver-e2")
+    assert _value(metrics, "eo_pipeline_start_timeouts_total", **ORDERS) == 2
 
 
 def test_a_negative_resolution_count_is_refused(metrics: PipelineMetrics) -> None:

@@ -121,14 +121,14 @@ def test_a_pending_driver_means_starting() -> None:
     assert result.memory.phase is Phase.STARTING
 
 
-def test_a_failed_driver_is_deleted_counted_and_backed_off() -> None:
+def test_a_failed_driver_is_kept_counted_and_backed_off() -> None:
     result = plan(
         _obs(Memory(phase=Phase.RUNNING, epoch=1), _pod("Failed", exit_code=1), annotation=1),
         random.Random(1),
     )
     assert result.memory.phase is Phase.BACKOFF
     assert result.memory.restarts == 1
-    assert _kinds(result) == [Kind.DELETE_POD, Kind.EVENT]
+    assert _kinds(result) == [Kind.EVENT]
     assert result.memory.backoff_until is not None and result.memory.backoff_until > NOW
 
 
@@ -180,6 +180,7 @@ def test_a_fenced_exit_relaunches_above_the_fence_without_counting_a_crash() -> 
     assert result.memory.restarts == 1
     assert Kind.LAUNCH in _kinds(result)
     assert [a.epoch for a in result.actions if a.kind is Kind.RECOVER] == [3]
+    assert [a.pod for a in result.actions if a.kind is Kind.DELETE_POD] == ["p-driver-e2"]
 
 
 @pytest.mark.parametrize(

@@ -489,6 +489,14 @@ class RestartPolicy(Model):
     """Cap of the backoff."""
     window_seconds: Annotated[int, Field(ge=60, le=604800)] = 3600
     """A driver that runs this long without failing resets the restart counter."""
+    start_timeout_seconds: Annotated[int, Field(ge=30, le=86400)] = 600
+    """A driver pod still Pending after this long (image pull failing, unschedulable, a
+    missing Secret key, a volume attached elsewhere) counts as a failed start: it is deleted
+    and relaunched with a new epoch after the backoff, with its waiting reason in
+    status.lastFailure."""
+    keep_failed_pods: Annotated[int, Field(ge=0, le=10)] = 1
+    """Failed driver pods kept for their logs and termination message (the newest ones; older
+    ones are deleted). They hold no CPU or memory; 0 deletes a failed driver at once."""
 
     @model_validator(mode="after")
     def _cap_not_below_start(self) -> RestartPolicy:
@@ -655,6 +663,23 @@ class Condition(Model):
     """RFC 3339 time of the last status change."""
 
 
+class LastFailure(Model):
+    """The last driver failure, as the operator observed it on the pod."""
+
+    pod: str
+    """The driver pod that failed (kept for its logs while within restartPolicy.keepFailedPods)."""
+    reason: str
+    """The container's terminated reason (Error, OOMKilled, ...) or, for a driver that never
+    started, its waiting reason (ImagePullBackOff, CreateContainerConfigError, Unschedulable)."""
+    exit_code: int | None = None
+    """Exit code of the driver container; none when it never started."""
+    message: str = ""
+    """The last line of the container's termination message (the tail of its log), or the
+    waiting message of a driver that never started."""
+    time: str | None = None
+    """When the operator recorded the failure (RFC 3339)."""
+
+
 class PipelineStatus(Model):
     """Observed state, written by the operator only."""
 
@@ -692,6 +717,8 @@ class PipelineStatus(Model):
     """When the current driver was launched."""
     last_failure_time: str | None = None
     """When the driver last failed."""
+    last_failure: LastFailure | None = None
+    """What the last failed driver reported: pod, reason, exit code, last error line."""
     backoff_until: str | None = None
     """The next launch is not before this time."""
     failed_generation: int | None = None
