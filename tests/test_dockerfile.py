@@ -208,6 +208,32 @@ def test_the_job_entrypoint_is_the_executor_dispatch_script_and_passes_the_rest_
     assert "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend" in script
 
 
+@pytest.mark.parametrize("target", ["operator", "job"])
+def test_a_code_change_leaves_the_dependency_layers_and_the_venv_copy_as_they_were(
+    target: str,
+) -> None:
+    # Dependencies are installed into the venv before eo's source is copied, and eo itself
+    # goes to /opt/eo/app: the final stage's copy of the venv (1 GB for the job) stays the
+    # same layer when only the code changed, instead of a new one each build.
+    stages = closure(target)
+    commands = [(stage, c) for stage in stages for c in stage.commands]
+    first_source = min(
+        i for i, (_, c) in enumerate(commands) if c.cmd == "COPY" and "jobs/" in c.value
+    )
+    for index, (stage, command) in enumerate(commands):
+        text = " ".join((*command.flags, *command.value))
+        if command.cmd == "RUN" and "pip install" in text and "/src[" in text:
+            assert index > first_source, f"{stage.name}: eo installed before its source is copied"
+            assert "--target /opt/eo/app" in text, f"{stage.name}: {text}"
+        elif command.cmd == "RUN" and "pip install" in text:
+            assert index < first_source, f"{stage.name}: a dependency install after the source"
+    final = STAGES[target]
+    copied = [c.value for c in final.all("COPY") if any(f.startswith("--from=") for f in c.flags)]
+    assert ("/opt/eo/venv", "/opt/eo/venv") in copied and ("/opt/eo/app", "/opt/eo/app") in copied
+    assert final.env()["PATH"].startswith("/opt/eo/app/bin:/opt/eo/venv/bin:")
+    assert any("/opt/eo/app >" in run and ".pth" in run for run in STAGES["builder"].runs())
+
+
 def test_the_operator_image_installs_no_spark_and_no_java() -> None:
     for stage in closure("operator"):
         for run in stage.runs():
