@@ -8,6 +8,11 @@ What it does, as the real kubelet (plus a trivial scheduler) would:
   one per-pod log file (:meth:`ProcessKubelet.logs`); ``PATH`` starts with this venv's bin
   folder, so every image maps to the local installation (``eo``, ``python``),
 * reports Pending -> Running (podIP 127.0.0.1, Ready) -> Succeeded/Failed with exit code,
+  and, with ``terminationMessagePolicy: FallbackToLogsOnError``, the tail of a failed
+  container's log as its termination message,
+* keeps a pod Pending as the real kubelet does when its container cannot start yet: a missing
+  Secret/ConfigMap (key) is ``CreateContainerConfigError``; an image from a registry that can
+  never resolve (``*.invalid``, see ``images``) is ``ErrImagePull``, then ``ImagePullBackOff``,
 * honours graceful deletion: SIGTERM to the process group, SIGKILL after
   ``deletionGracePeriodSeconds``, then the final delete,
 * keeps the node Ready (``node``). It acts with the node's own credentials, so the Node
@@ -46,9 +51,10 @@ from kubernetes.client import (
 )
 
 from tests.cluster import podstatus
+from tests.cluster.images import PullBackoff, pull_error
 from tests.cluster.node import NodeAgent
 from tests.cluster.podenv import EnvNotReadyError
-from tests.cluster.podprocess import PodProcess, launch
+from tests.cluster.podprocess import PodProcess, launch, termination_message
 from tests.cluster.podspec import UnsupportedPodError
 from tests.cluster.processes import kill_group
 from tests.cluster.watch import watch_pods
@@ -90,6 +96,7 @@ class ProcessKubelet:
         self._pods: dict[str, PodProcess] = {}
         self._by_name: dict[tuple[str, str], PodProcess] = {}
         self._waiting: dict[str, str] = {}
+        self._pulls: dict[str, PullBackoff] = {}
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -168,6 +175,7 @@ class ProcessKubelet:
             except ApiException:  # one pod's failed update must not starve the others
                 log.exception("syncing pod %s/%s", pod.metadata.namespace, pod.metadata.name)
         self._waiting = {uid: why for uid, why in self._waiting.items() if uid in seen}
+        self._pulls = {uid: pulls for uid, pulls in self._pulls.items() if uid in seen}
         for uid in set(self._pods) - seen:  # deleted behind our back (e.g. force delete)
             gone = self._pods.pop(uid)
             kill_group(gone.process.pid, signal.SIGKILL)
@@ -216,14 +224,12 @@ class ProcessKubelet:
         if tracked.reported != "terminated":
             kill_group(tracked.process.pid, signal.SIGKILL)  # a container dies with its PID 1
             tracked.finished = tracked.finished or now
+            end = podstatus.Exit.from_returncode(returncode)
+            message = termination_message(pod, tracked, end.code)
             self._patch_status(
                 pod,
                 podstatus.terminated(
-                    pod,
-                    now,
-                    tracked.started,
-                    tracked.finished,
-                    podstatus.Exit.from_returncode(returncode),
+                    pod, now, tracked.started, tracked.finished, end, termination_message=message
                 ),
             )
             tracked.reported = "terminated"
@@ -231,22 +237,44 @@ class ProcessKubelet:
     def _start(self, pod: V1Pod) -> None:
         meta = pod.metadata
         assert meta is not None and meta.uid is not None and meta.name and meta.namespace
+        if not self._pulled(pod, meta.uid):
+            return
         try:
             tracked = launch(pod, self._core, self.root, self._extra_env)
         except UnsupportedPodError as problem:
             self._fail(pod, problem.reason, problem.message)
             return
         except EnvNotReadyError as problem:
-            if self._waiting.get(meta.uid) != str(problem):
-                now = datetime.now(UTC)
-                reason = "CreateContainerConfigError"
-                self._patch_status(pod, podstatus.waiting(pod, now, reason, str(problem)))
-                self._waiting[meta.uid] = str(problem)
+            self._wait(pod, "CreateContainerConfigError", str(problem))
             return
         self._pods[meta.uid] = self._by_name[meta.namespace, meta.name] = tracked
         self._waiting.pop(meta.uid, None)
         threading.Thread(target=self._await_exit, args=(tracked.process,), daemon=True).start()
         self._report(pod, tracked)
+
+    def _pulled(self, pod: V1Pod, uid: str) -> bool:
+        """Pull the first container's image (see ``images``); False while the pod must wait."""
+        assert pod.spec is not None
+        image = pod.spec.containers[0].image or ""
+        pulls = self._pulls.setdefault(uid, PullBackoff())
+        now = time.monotonic()
+        if now < pulls.retry_at:
+            self._wait(pod, "ImagePullBackOff", f'Back-off pulling image "{image}"')
+            return False
+        error = pull_error(image)
+        if error is None:
+            return True
+        pulls.failed(now)
+        self._wait(pod, "ErrImagePull", error)
+        return False
+
+    def _wait(self, pod: V1Pod, reason: str, message: str) -> None:
+        """Report the first container waiting, when its reason or message changed."""
+        assert pod.metadata is not None and pod.metadata.uid is not None
+        if self._waiting.get(pod.metadata.uid) != f"{reason}: {message}":
+            now = datetime.now(UTC)
+            self._patch_status(pod, podstatus.waiting(pod, now, reason, message))
+            self._waiting[pod.metadata.uid] = f"{reason}: {message}"
 
     def _fail(self, pod: V1Pod, reason: str, message: str, code: int = 128) -> None:
         now = datetime.now(UTC)

@@ -40,6 +40,26 @@ class PodProcess:
     finished: datetime | None = None
 
 
+LOG_TAIL_LINES = 80
+LOG_TAIL_BYTES = 2048
+"""What the real kubelet takes from a failed container's log for FallbackToLogsOnError."""
+
+
+def termination_message(pod: V1Pod, tracked: PodProcess, exit_code: int) -> str:
+    """The container's termination message, as the real kubelet fills it in.
+
+    No file is written at ``terminationMessagePath`` (the process runs outside the pod's mount
+    namespace), so the message is empty, except that with ``FallbackToLogsOnError`` a failed
+    container gets the last 80 lines (at most 2 KiB) of its log.
+    """
+    assert pod.spec is not None
+    policy = pod.spec.containers[0].termination_message_policy or "File"
+    if exit_code == 0 or policy != "FallbackToLogsOnError":
+        return ""
+    tail = b"".join(tracked.log_path.read_bytes().splitlines(keepends=True)[-LOG_TAIL_LINES:])
+    return tail[-LOG_TAIL_BYTES:].decode(errors="replace")
+
+
 def base_env(pod_name: str, extra: dict[str, str]) -> dict[str, str]:
     """The host part of a pod's environment: venv-first PATH, HOSTNAME, ``INHERITED_ENV``."""
     env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}

@@ -128,9 +128,18 @@ def running(pod: V1Pod, now: datetime, started: datetime, pid: int) -> Status:
 
 
 def terminated(
-    pod: V1Pod, now: datetime, started: datetime | None, finished: datetime, end: Exit
+    pod: V1Pod,
+    now: datetime,
+    started: datetime | None,
+    finished: datetime,
+    end: Exit,
+    termination_message: str = "",
 ) -> Status:
-    """Succeeded (exit 0) or Failed, with the exit code in ``state.terminated``."""
+    """Succeeded (exit 0) or Failed, with the exit code in ``state.terminated``.
+
+    ``termination_message`` is the container's own (``terminationMessagePolicy``): it goes to
+    ``state.terminated.message`` only, while ``end.message`` (the kubelet's reason for failing
+    the pod) is also the pod's message."""
     stamp = timestamp(now)
     phase = "Succeeded" if end.code == 0 else "Failed"
     status = _base(pod, phase, started or finished)
@@ -144,6 +153,8 @@ def terminated(
     if end.message:
         state["message"] = end.message
         status.update(reason=end.reason, message=end.message)
+    elif termination_message:
+        state["message"] = termination_message
     status["containerStatuses"] = _container_statuses(pod, {"terminated": state}, ready=False)
     return status
 

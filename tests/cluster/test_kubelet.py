@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client import ApiException, V1Pod
 
 from tests.cluster.plugin import KubeCluster
@@ -88,6 +88,64 @@ def test_a_pod_that_exits_3_fails_with_exit_code_3(
     create(core, kube_namespace, pod_manifest("bad", "import sys; sys.exit(3)"))
     pod = wait_for_phase(core, kube_namespace, "bad", "Failed")
     assert (terminated_state(pod).exit_code, terminated_state(pod).reason) == (3, "Error")
+
+
+CRASH = """
+import sys
+for i in range(100):
+    print(f"line {i}", flush=True)
+sys.exit("RuntimeError: the last words")
+"""
+
+
+def test_a_failed_container_falls_back_to_its_log_tail_as_termination_message(
+    kube_cluster: KubeCluster, kube_namespace: str, core: client.CoreV1Api
+) -> None:
+    fallback = {"terminationMessagePolicy": "FallbackToLogsOnError"}
+    create(core, kube_namespace, pod_manifest("told", CRASH, container=fallback))
+    create(core, kube_namespace, pod_manifest("quiet", CRASH))
+    told = terminated_state(wait_for_phase(core, kube_namespace, "told", "Failed"))
+    assert told.message is not None
+    lines = told.message.splitlines()
+    assert len(lines) == 80 and lines[-1] == "RuntimeError: the last words", lines[-3:]
+    assert lines[0] == "line 21"
+    quiet = terminated_state(wait_for_phase(core, kube_namespace, "quiet", "Failed"))
+    assert quiet.message is None
+
+
+def _waiting_reason(pod: V1Pod) -> tuple[str, str] | None:
+    statuses = pod.status.container_statuses if pod.status else None
+    state = statuses[0].state if statuses else None
+    if state is None or state.waiting is None:
+        return None
+    return state.waiting.reason or "", state.waiting.message or ""
+
+
+def test_an_image_whose_registry_cannot_resolve_waits_in_err_image_pull_then_backoff(
+    kube_cluster: KubeCluster, kube_namespace: str, core: client.CoreV1Api
+) -> None:
+    image = {"image": "registry.invalid/eo-job:typo"}
+    seen: list[tuple[str, str]] = []
+    stream = watch.Watch()
+    create(core, kube_namespace, pod_manifest("typo", "print('never')", container=image))
+    for event in stream.stream(
+        core.list_namespaced_pod,
+        kube_namespace,
+        field_selector="metadata.name=typo",
+        timeout_seconds=30,
+    ):
+        found = _waiting_reason(event["object"])
+        if found is not None and found not in seen:
+            seen.append(found)
+        if found is not None and found[0] == "ImagePullBackOff":
+            stream.stop()
+    assert [reason for reason, _ in seen] == ["ErrImagePull", "ImagePullBackOff"], seen
+    assert "lookup registry.invalid: no such host" in seen[0][1]
+    assert seen[1][1] == 'Back-off pulling image "registry.invalid/eo-job:typo"'
+    pod = core.read_namespaced_pod("typo", kube_namespace)
+    assert pod.status is not None and pod.status.phase == "Pending"
+    with pytest.raises(KeyError):
+        kube_cluster.kubelet.logs(kube_namespace, "typo")
 
 
 def test_a_running_pod_is_ready_with_the_loopback_pod_ip(
