@@ -54,14 +54,60 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-driver" (include "eo.fullname" .)) .Values.driver.serviceAccount.name -}}
 {{- end -}}
 
-{{/* "repository:tag" of the operator image, the tag defaulting to the appVersion. */}}
-{{- define "eo.operator.image" -}}
-{{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) -}}
+{{/*
+An image reference; pass a dict with "root" and "image" (repository, tag, digest).
+global.imageRegistry, when set, goes before the repository (an umbrella chart's mirror); a
+digest wins over the tag ("repository@sha256:..."); the tag defaults to the appVersion.
+*/}}
+{{- define "eo.image" -}}
+{{- $repository := .image.repository -}}
+{{- with (.root.Values.global).imageRegistry -}}
+{{- $repository = printf "%s/%s" (trimSuffix "/" .) $repository -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default .root.Chart.AppVersion .image.tag) -}}
+{{- end -}}
 {{- end -}}
 
-{{/* "repository:tag" of the job image given to driver pods. */}}
+{{/* The operator image. */}}
+{{- define "eo.operator.image" -}}
+{{- include "eo.image" (dict "root" . "image" .Values.operator.image) -}}
+{{- end -}}
+
+{{/* The job image given to driver pods (EO_JOB_IMAGE). */}}
 {{- define "eo.driver.image" -}}
-{{- printf "%s:%s" .Values.driver.image.repository (default .Chart.AppVersion .Values.driver.image.tag) -}}
+{{- include "eo.image" (dict "root" . "image" .Values.driver.image) -}}
+{{- end -}}
+
+{{/*
+Image pull secrets as a JSON list of {name: ...}: global.imagePullSecrets first (umbrella
+charts give them as names or as {name: ...}), then imagePullSecrets; duplicates dropped. Use
+with fromJsonArray.
+*/}}
+{{- define "eo.imagePullSecrets" -}}
+{{- $secrets := list -}}
+{{- range ((.Values.global).imagePullSecrets | default list) -}}
+{{- $secrets = append $secrets (kindIs "string" . | ternary (dict "name" .) .) -}}
+{{- end -}}
+{{- range .Values.imagePullSecrets -}}
+{{- $secrets = append $secrets . -}}
+{{- end -}}
+{{- toJson ($secrets | uniq) -}}
+{{- end -}}
+
+{{/*
+A security context from values; pass a dict with "root" and "context". With openshift: true
+the platform assigns the UID, GID and fsGroup (restricted-v2 SCC), so none is rendered; a key
+set to null in the values is gone already (Helm drops null values).
+*/}}
+{{- define "eo.securityContext" -}}
+{{- $context := .context | default dict -}}
+{{- if .root.Values.openshift -}}
+{{- $context = omit $context "runAsUser" "runAsGroup" "fsGroup" -}}
+{{- end -}}
+{{- toYaml $context -}}
 {{- end -}}
 
 {{/* "true" when the operator watches every namespace (no watchNamespaces). */}}
