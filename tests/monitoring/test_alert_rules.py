@@ -34,6 +34,7 @@ EXPECTED_ALERTS = {
     "EoInDoubtTransactionsStale",
     "EoPreparedTransactionsNearLimit",
     "EoDriverCrashLooping",
+    "EoDriverNotStarting",
     "EoPipelineFailed",
 }
 
