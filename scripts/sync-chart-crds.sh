@@ -2,8 +2,8 @@
 # Refresh the generated and copied files inside the Helm chart (tests/chart checks they match):
 #   crds/exactlyoncepipelines.eo.dev.yaml      -> charts/eo/crds/  (output of `eo crd`)
 #   kopf's peering CRDs (below)                -> charts/eo/crds/  (kopf ships no YAML)
-#   monitoring/prometheus/eo-alerts.rules.yaml -> charts/eo/files/ (PrometheusRule source)
 #   monitoring/grafana/eo-pipelines.json       -> charts/eo/files/ (dashboard ConfigMap)
+# The alert files in charts/eo/files/ are written by scripts/generate_monitoring.py instead.
 # Usage: scripts/sync-chart-crds.sh [CHART_DIR]   (default: charts/eo of this checkout)
 # A missing monitoring source is reported and its stale copy removed; the chart then refuses to
 # enable that feature with a message naming the file.
@@ -77,7 +77,7 @@ spec:
 EOF
 done
 
-for pair in prometheus/eo-alerts.rules.yaml:eo-alerts.rules.yaml grafana/eo-pipelines.json:eo-pipelines.json; do
+for pair in grafana/eo-pipelines.json:eo-pipelines.json; do
   source="$ROOT/monitoring/${pair%%:*}" dest="$CHART/files/${pair##*:}"
   if [[ -f "$source" ]]; then
     copy "$source" "$dest"

@@ -165,3 +165,26 @@ one the operator uses.
   resources: [events]
   verbs: [create, patch]
 {{- end -}}
+
+{{/*
+A generated alert file of files/ (scripts/generate_monitoring.py) with its ${name} placeholders
+filled from the values: runbookBaseUrl from monitoring.runbookBaseUrl, the others from
+monitoring.alertThresholds. Text replacement, not templating, so the alerts' own {{ $labels }}
+templates reach Prometheus and Grafana untouched. Pass a dict with "root" and "file".
+*/}}
+{{- define "eo.monitoring.alertFile" -}}
+{{- $text := .root.Files.Get .file -}}
+{{- if not $text -}}
+{{- fail (printf "%s is missing from the chart: run scripts/generate_monitoring.py" .file) -}}
+{{- end -}}
+{{- $monitoring := .root.Values.monitoring -}}
+{{- $text = replace "${runbookBaseUrl}" $monitoring.runbookBaseUrl $text -}}
+{{- range $name, $value := $monitoring.alertThresholds -}}
+{{- $text = replace (printf "${%s}" $name) (toString $value) $text -}}
+{{- end -}}
+{{- $left := regexFindAll "\\$\\{[a-z][A-Za-z0-9]*\\}" $text -1 -}}
+{{- if $left -}}
+{{- fail (printf "%s uses %s, which monitoring.alertThresholds does not set" .file (join ", " ($left | uniq))) -}}
+{{- end -}}
+{{- $text -}}
+{{- end -}}
