@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
+from eo_jobs.runtime.metrics import DriverMetrics
+from eo_jobs.spec.loading import load_pipeline
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
 from tests.monitoring.metric_names import defined_series_names, referenced_series_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +26,10 @@ RULES = ROOT / "monitoring" / "prometheus" / "eo-alerts.rules.yaml"
 
 GRAFANA_BUILTINS = {"__rate_interval", "__interval", "__range", "__interval_ms", "__range_s"}
 VARIABLE_USE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
-SELECTOR = re.compile(r"\b(eo_[a-z0-9_]+)(\{[^}]*\})?")
+SELECTOR = re.compile(r'\b(eo_[a-z0-9_]+)(\{(?:[^}"]|"[^"]*")*\})?')
+"""A series and its matchers; quoted matcher values may hold braces (``${namespace}``)."""
+MATCHER = re.compile(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"')
+EXAMPLE = ROOT / "examples" / "orders-ledger.yaml"
 
 
 def _dashboard() -> dict[str, Any]:
@@ -73,13 +80,94 @@ def test_panels_reference_only_metrics_the_operator_or_driver_define() -> None:
             assert not unknown, f"panel {panel['title']!r} uses undefined {sorted(unknown)}"
 
 
-def test_every_per_pipeline_selector_follows_the_namespace_and_pipeline_variables() -> None:
+def _exported_labels() -> dict[str, dict[str, str]]:
+    """Series name -> labels, as the operator and a driver export them for the example pipeline.
+
+    A driver's series get ``namespace`` from the scrape (the pod's namespace), as the chart's
+    PodMonitor gives it; its own ``pipeline`` label is whatever the driver sets.
+    """
+    pipeline = load_pipeline(EXAMPLE)
+    namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
+    registry = CollectorRegistry()
+    operator = PipelineMetrics(registry)
+    operator.observe_health(
+        namespace,
+        name,
+        PipelineHealth(
+            guarantee="exactly-once",
+            epoch=1,
+            phase="Running",
+            driver_up=True,
+            restarts=0,
+            batches=1,
+            failures=0,
+            failure_rate=0.0,
+            trigger_interval_seconds=10,
+            last_commit_time=1.0,
+            checkpoint_durations=(1.0,),
+            commit_durations=(0.1,),
+            sinks={"ledger": SinkHealth(prepared=1, max_prepared=10)},
+        ),
+    )
+    operator.record_recovery(namespace, name, 1.0)
+    DriverMetrics(pipeline.key, registry=registry).batch(1, 1.0, 0.1, {"ledger": 5})
+    exported: dict[str, dict[str, str]] = {}
+    for family in registry.collect():
+        for sample in family.samples:
+            if "pipeline" in sample.labels:
+                exported[sample.name] = {"namespace": namespace, **sample.labels}
+    return exported
+
+
+def _interpolate(expression: str, chosen: dict[str, list[str] | None]) -> str:
+    """``expression`` as Grafana sends it to Prometheus: a regex-escaped value, several as
+    ``(a|b)``, or the variable's allValue ``.*`` for All (None)."""
+
+    def value(match: re.Match[str]) -> str:
+        name = match[1] or match[2]
+        if name not in chosen:
+            return match[0]
+        values = chosen[name]
+        if values is None:
+            return ".*"
+        escaped = [re.escape(item) for item in values]
+        return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+
+    return VARIABLE_USE.sub(value, expression)
+
+
+def _selects(matchers: str, labels: dict[str, str]) -> bool:
+    for label, operator, pattern in MATCHER.findall(matchers):
+        if label in ("namespace", "pipeline"):
+            assert operator == "=~", f"{label}{operator} in {matchers}"
+            if not re.fullmatch(pattern, labels.get(label, "")):
+                return False
+    return True
+
+
+def test_every_per_pipeline_selector_selects_the_chosen_pipelines_series_and_no_other() -> None:
+    # The variables list eo_pipeline_info's labels; a driver labels its series pipeline="ns/name".
+    exported = _exported_labels()
+    info = exported["eo_pipeline_info"]
+    namespace, pipeline = info["namespace"], info["pipeline"]
+    choices: list[dict[str, list[str] | None]] = [
+        {"namespace": [namespace], "pipeline": [pipeline]},
+        {"namespace": [namespace, "other"], "pipeline": ["other", pipeline]},
+        {"namespace": None, "pipeline": None},
+    ]
+    checked = 0
     for expression in _expressions():
         for name, matchers in SELECTOR.findall(expression):
             if name.startswith("eo_operator_"):
                 continue
-            assert 'namespace=~"$namespace"' in matchers, f"{name} in {expression}"
-            assert 'pipeline=~"$pipeline"' in matchers, f"{name} in {expression}"
+            assert name in exported, f"{name}: not exported by the fixture, add it"
+            for choice in choices:
+                filled = _interpolate(matchers, choice)
+                assert _selects(filled, exported[name]), f"{name}{matchers} misses {choice}"
+            other = _interpolate(matchers, {"namespace": [namespace], "pipeline": ["other"]})
+            assert not _selects(other, exported[name]), f"{name}{matchers} selects 'other'"
+            checked += 1
+    assert checked > 20
 
 
 def test_every_variable_used_is_defined() -> None:
