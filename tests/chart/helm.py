@@ -28,6 +28,7 @@ ALL_FEATURES = (
     "driver.podMonitor.enabled=true",
     "monitoring.prometheusRule.enabled=true",
     "monitoring.grafanaDashboard.enabled=true",
+    "monitoring.grafanaAlerting.enabled=true",
 )
 NAMESPACED = ("operator.watchNamespaces={team-a,team-b}",)
 

@@ -31,7 +31,8 @@ NAMESPACED_TWO = Counter(
     ServiceAccount=3, ClusterRole=1, ClusterRoleBinding=1, Role=4, RoleBinding=4,
     Deployment=1, Service=1, PodDisruptionBudget=1, KopfPeering=2,
 )  # fmt: skip
-MONITORING = Counter(ServiceMonitor=1, PodMonitor=1, PrometheusRule=1, ConfigMap=1)
+# ConfigMaps: the Grafana dashboard and the Grafana alert rules.
+MONITORING = Counter(ServiceMonitor=1, PodMonitor=1, PrometheusRule=1, ConfigMap=2)
 EXPECTED_KINDS: dict[str, Counter[str]] = {
     "default": CLUSTER_WIDE,
     "all-features": CLUSTER_WIDE + MONITORING,

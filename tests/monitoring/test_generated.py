@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.monitoring.generator import load
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-generator = load()
+generator = load_script("generate_monitoring")
 
 
 def _copy(tmp_path: Path) -> Path:
