@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from tests.chart.helm import CHART, render, set_values
+from tests.scripts import load_script
 
 SCHEMA: dict[str, Any] = json.loads((CHART / "values.schema.json").read_text())
 VALUES_TEXT = (CHART / "values.yaml").read_text()
-KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][A-Za-z0-9_]*):(?P<value>.*)$")
 
 
 @pytest.mark.parametrize(
@@ -100,23 +100,15 @@ def test_values_yaml_and_the_schema_declare_the_same_keys() -> None:
     assert _keys_match(yaml.safe_load(VALUES_TEXT), SCHEMA, "$") == []
 
 
+def _leaves(values: dict[str, Any], prefix: str = "") -> set[str]:
+    """Dotted paths of every value a user sets as a whole (scalars, lists, empty maps)."""
+    found: set[str] = set()
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        found |= _leaves(value, f"{path}.") if isinstance(value, dict) and value else {path}
+    return found
+
+
 def test_every_value_in_values_yaml_has_a_helm_docs_comment() -> None:
-    undocumented: list[str] = []
-    stack: list[tuple[int, str]] = []
-    comment: list[str] = []
-    for line in VALUES_TEXT.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            comment.append(stripped)
-            continue
-        match = KEY.match(line)
-        if match:
-            indent = len(match["indent"])
-            while stack and stack[-1][0] >= indent:
-                stack.pop()
-            stack.append((indent, match["key"]))
-            is_leaf = match["value"].strip() != ""
-            if is_leaf and not any(c.startswith("# -- ") for c in comment):
-                undocumented.append(".".join(key for _, key in stack))
-        comment = []
-    assert undocumented == []
+    documented = {row.key for row in load_script("generate_chart_readme").rows(VALUES_TEXT)}
+    assert _leaves(yaml.safe_load(VALUES_TEXT)) - documented == set()
