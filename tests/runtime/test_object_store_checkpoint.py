@@ -16,6 +16,7 @@ import pytest
 from tests.runtime import harness
 from tests.support.s3 import S3Server
 
+from eo_jobs.exits import EXIT_USAGE
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET
 
 pytestmark = pytest.mark.spark
@@ -97,6 +98,6 @@ def test_missing_s3_keys_stop_the_driver_with_the_field_to_fix(
 
     code, out = harness.run(spec, 1, pg_dsn)
 
-    assert code == 1, out
+    assert code == EXIT_USAGE, out
     assert "spec.checkpoint.s3.accessKeyId" in out
     assert "S3_TEST_KEY_ID" in out
