@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+from eo_jobs import logs
 from eo_jobs.exits import (
     EXIT_CODES,
     EXIT_DATABASE,
@@ -257,6 +259,13 @@ def parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="show the traceback behind an error",
     )
+    common.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=argparse.SUPPRESS,
+        help=f"log records as JSON lines (for a log pipeline) or text (for a terminal); "
+        f"overrides ${logs.FORMAT_ENV} (default: ${logs.FORMAT_ENV}, else json)",
+    )
     top = argparse.ArgumentParser(
         prog="eo",
         description="Exactly-once Spark Structured Streaming pipelines on Kubernetes.",
@@ -426,6 +435,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eo`` script."""
     args = parser().parse_args(argv)
     try:
+        _log_format(args)
+    except ValueError as exc:
+        print(f"eo: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print("eo: interrupted", file=sys.stderr)
@@ -435,6 +449,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         return code
+
+
+def _log_format(args: argparse.Namespace) -> None:
+    """Log as ``--log-format`` (else ``$EO_LOG_FORMAT``, else JSON) says, for every command.
+
+    The option is also exported as ``$EO_LOG_FORMAT``, so the processes a command starts (the
+    demo's drivers) log the same way.
+    """
+    fmt = getattr(args, "log_format", None)
+    logs.configure(fmt)
+    if fmt:
+        os.environ[logs.FORMAT_ENV] = fmt
 
 
 def _report(exc: Exception, args: argparse.Namespace) -> int | None:

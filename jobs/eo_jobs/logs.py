@@ -53,6 +53,15 @@ class _Context(logging.Filter):
         return True
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it is when a record is emitted (as logging's last resort
+    does), so a caller that redirects or captures stderr later still gets the records."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 class _Text(logging.Formatter):
     """``time level logger [ns/pipeline e3 b17]: message`` for people at a terminal."""
 
@@ -71,11 +80,19 @@ class _Text(logging.Formatter):
 
 
 def configure(fmt: str | None = None, level: str | None = None) -> str:
-    """Install the format on the root logger (replacing earlier handlers); returns it."""
+    """Install the format on the root logger; returns it.
+
+    ``fmt`` (the ``--log-format`` option) wins over ``$EO_LOG_FORMAT``. The handler an earlier
+    call installed is replaced, so the last call decides; handlers others installed (a test
+    runner's capture) are kept.
+    """
     chosen = (fmt or os.environ.get(FORMAT_ENV) or "json").lower()
     if chosen not in FORMATS:
-        raise ValueError(f"unknown log format {chosen!r}: use one of {', '.join(FORMATS)}")
-    handler = logging.StreamHandler(sys.stderr)
+        source = "--log-format" if fmt else FORMAT_ENV
+        raise ValueError(
+            f"unknown log format {chosen!r} ({source}): use one of {', '.join(FORMATS)}"
+        )
+    handler = _Stderr(sys.stderr)
     handler.addFilter(_Context())
     if chosen == "json":
         handler.setFormatter(
@@ -89,7 +106,8 @@ def configure(fmt: str | None = None, level: str | None = None) -> str:
         handler.setFormatter(_Text("%(asctime)s %(levelname)s %(name)s%(where)s: %(message)s"))
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if isinstance(old, _Stderr):
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel((level or os.environ.get(LEVEL_ENV) or "INFO").upper())
     logging.getLogger("py4j").setLevel(logging.WARNING)
