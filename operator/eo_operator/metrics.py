@@ -72,6 +72,9 @@ class SinkHealth:
     """Every prepared transaction in the database, not only this pipeline's: all share the cap."""
     max_prepared: int
     """The server's max_prepared_transactions setting."""
+    database: str = ""
+    """The server, ``host:port`` (never credentials): the ``database`` label that lets
+    EoPreparedTransactionsNearLimit page once per server, not once per pipeline."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ class _Seen:
     restarts: int = 0
     batches: int = 0
     failures: int = 0
-    sinks: frozenset[str] = frozenset()
+    sinks: frozenset[tuple[str, str]] = frozenset()
+    """(sink, database) pairs exported, so a removed sink or a moved DSN loses its series."""
     counted_drivers: dict[str, str] = field(default_factory=dict)
     """Per once-per-pod counter, the last driver pod it counted."""
 
@@ -277,13 +281,13 @@ class PipelineMetrics:
         )
         self._sink_prepared = gauge(
             "eo_sink_prepared_transactions",
-            "All prepared transactions in the sink's database.",
-            ("sink",),
+            "All prepared transactions in the sink's database server.",
+            ("sink", "database"),
         )
         self._sink_max_prepared = gauge(
             "eo_sink_max_prepared_transactions",
             "The sink server's max_prepared_transactions.",
-            ("sink",),
+            ("sink", "database"),
         )
         self._reconcile_duration = Histogram(
             "eo_operator_reconcile_duration_seconds",
@@ -406,13 +410,15 @@ class PipelineMetrics:
             self._in_doubt_oldest_age.labels(*key).set(
                 health.in_doubt_oldest_age_seconds if health.in_doubt else 0.0
             )
-            for sink in seen.sinks - health.sinks.keys():
-                self._sink_prepared.remove(namespace, pipeline, sink)
-                self._sink_max_prepared.remove(namespace, pipeline, sink)
+            sinks = frozenset((sink, state.database) for sink, state in health.sinks.items())
+            for sink, database in seen.sinks - sinks:  # removed, or its DSN moved
+                self._sink_prepared.remove(namespace, pipeline, sink, database)
+                self._sink_max_prepared.remove(namespace, pipeline, sink, database)
             for sink, state in health.sinks.items():
-                self._sink_prepared.labels(namespace, pipeline, sink).set(state.prepared)
-                self._sink_max_prepared.labels(namespace, pipeline, sink).set(state.max_prepared)
-            seen.sinks = frozenset(health.sinks)
+                labels = (namespace, pipeline, sink, state.database)
+                self._sink_prepared.labels(*labels).set(state.prepared)
+                self._sink_max_prepared.labels(*labels).set(state.max_prepared)
+            seen.sinks = sinks
 
     def record_resolution(
         self, namespace: str, pipeline: str, committed: int, rolled_back: int

@@ -21,7 +21,7 @@ from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
 from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
-from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass, SinkHealth
+from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import Action, DriverPod, Kind, Memory, Observation, Phase, Plan, plan
 from eo_operator.progress import read_driver_progress
 from eo_operator.resources import (
@@ -504,10 +504,7 @@ class Reconciler:
                 no_commit_floor_seconds=float(spec.alerts.no_commit_floor_seconds),
                 in_doubt=health.in_doubt,
                 in_doubt_oldest_age_seconds=health.oldest_in_doubt_seconds or 0.0,
-                sinks={
-                    name: SinkHealth(prepared=p, max_prepared=m)
-                    for name, (p, m) in health.prepared_by_sink.items()
-                },
+                sinks=health.prepared_by_sink,
             ),
         )
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 from eo_jobs.protocol.gid import pipeline_prefix
 from eo_jobs.protocol.recovery import RecoveryReport, Resolution, distinct, recover, sweep
 from eo_jobs.sinks.postgres.binding import Bound, bind
 from eo_jobs.spec.models import CredentialRef, Pipeline
 from eo_operator.kube import Kube
+from eo_operator.metrics import SinkHealth
 
 FAILURE_WINDOW_SECONDS = 900.0
 
@@ -34,7 +38,22 @@ class Health:
     failure_rate: float | None
     in_doubt: int
     oldest_in_doubt_seconds: float | None
-    prepared_by_sink: dict[str, tuple[int, int]] = field(default_factory=dict)
+    prepared_by_sink: dict[str, SinkHealth] = field(default_factory=dict)
+
+
+def database_label(dsn: str) -> str:
+    """``host:port`` of the server a DSN names (libpq's defaults filled in), for metrics.
+
+    Prepared transactions and their cap are per server, so this groups every sink that shares
+    one ``max_prepared_transactions``. Only the address: never the user or the password. A DSN
+    libpq cannot parse gets "" (no label: the alert then falls back to one per sink).
+    """
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return ""
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    return f"{host}:{params.get('port') or 5432}"
 
 
 def secret_dsn(kube: Kube, namespace: str, name: str, ref: CredentialRef) -> str:
@@ -123,6 +142,7 @@ class PipelineSinks:
             in_doubt=len(ages),
             oldest_in_doubt_seconds=max(ages) if ages else None,
             prepared_by_sink={
-                name: store.server_limits() for name, store in self.bound.stores.items()
+                name: SinkHealth(*store.server_limits(), database_label(self.bound.dsns[name]))
+                for name, store in self.bound.stores.items()
             },
         )

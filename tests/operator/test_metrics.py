@@ -239,13 +239,15 @@ def test_a_forgotten_pipeline_seen_again_starts_from_its_status_totals(
 
 
 def test_a_sink_removed_from_the_spec_loses_its_series(metrics: PipelineMetrics) -> None:
-    two = {"warehouse": SinkHealth(5, 64), "archive": SinkHealth(1, 10)}
+    two = {"warehouse": SinkHealth(5, 64, "wh:5432"), "archive": SinkHealth(1, 10, "ar:5432")}
     metrics.observe_health("shop", "orders", _health(sinks=two))
-    metrics.observe_health("shop", "orders", _health(sinks={"warehouse": SinkHealth(6, 64)}))
-    archive = {**ORDERS, "sink": "archive"}
+    metrics.observe_health(
+        "shop", "orders", _health(sinks={"warehouse": SinkHealth(6, 64, "wh:5432")})
+    )
+    archive = {**ORDERS, "sink": "archive", "database": "ar:5432"}
     assert _value(metrics, "eo_sink_prepared_transactions", **archive) is None
     assert _value(metrics, "eo_sink_max_prepared_transactions", **archive) is None
-    warehouse = {**ORDERS, "sink": "warehouse"}
+    warehouse = {**ORDERS, "sink": "warehouse", "database": "wh:5432"}
     assert _value(metrics, "eo_sink_prepared_transactions", **warehouse) == 6
     assert _value(metrics, "eo_sink_max_prepared_transactions", **warehouse) == 64
 
