@@ -14,6 +14,8 @@ export GOFLAGS=-mod=mod
 # Two cores: two compile jobs, and the linker of a 150 MB binary needs no more threads.
 export GOMAXPROCS="${GOMAXPROCS:-2}"
 JOBS="${EO_BUILD_JOBS:-2}"
+# shellcheck source=scripts/lib/progress.sh
+source "$ROOT/scripts/lib/progress.sh"
 
 command -v go >/dev/null || { echo "error: 'go' is not on PATH; install Go >= 1.26" >&2; exit 1; }
 
@@ -43,12 +45,13 @@ fi
 mkdir -p "$bin"
 rm -f "$stamp"
 build() { # <module dir> <package> <output name> [extra ldflags]
-  local started=$SECONDS
-  echo "building $3 from $2 ..."
-  (cd "$1" && go build -p "$JOBS" -trimpath -ldflags="-s -w ${4:-}" -o "$bin/$3" "$2")
-  echo "built $3 in $((SECONDS - started)) s"
+  # -v prints each package as it is compiled (and go: downloading lines): the progress count.
+  (cd "$1" && with_progress "building $3 from $2" "packages compiled or modules fetched" \
+    go build -v -p "$JOBS" -trimpath -ldflags="-s -w ${4:-}" -o "$bin/$3" "$2")
 }
 total=$SECONDS
+echo "building the cluster tools once (cached afterwards): etcd, kube-apiserver and" \
+  "kube-controller-manager; a cold build takes tens of minutes on 2 cores"
 build "$TOOLS/etcd" go.etcd.io/etcd/server/v3 etcd
 build "$TOOLS" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$version_flags"
 build "$TOOLS" k8s.io/kubernetes/cmd/kube-controller-manager kube-controller-manager "$version_flags"

@@ -14,6 +14,8 @@ JARS_DIR="$EO_CACHE/jars"
 TOOLS="$ROOT/tools/jars"
 PYTHON="$ROOT/.venv/bin/python"
 MVN=(mvn -B -q -ntp)
+# shellcheck source=scripts/lib/progress.sh
+source "$ROOT/scripts/lib/progress.sh"
 scratch=()
 trap 'rm -rf "${scratch[@]}"' EXIT
 
@@ -43,11 +45,14 @@ aws_sdk_version="$(prop "hadoop.aws.sdk.version.$hadoop_version")"
   "$TOOLS/versions.properties (the aws-java-sdk-v2.version of hadoop-project $hadoop_version)"
 
 # copy_deps POM OUT LOG [-Dprop=value...]: resolve POM's runtime dependencies into OUT.
+# Maven runs quietly into LOG; a line every 30 s says it is still resolving (lib/progress.sh).
 copy_deps() {
   local pom="$1" out="$2" log="$3"
   shift 3
-  "${MVN[@]}" -f "$pom" dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$out" "$@" >"$log" 2>&1
+  local progress_log="$log"
+  with_progress "fetch-jars: maven ($(basename "$(dirname "$pom")"))" "" \
+    "${MVN[@]}" -f "$pom" dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$out" "$@"
 }
 
 # artifact_name JAR: the jar's file name without its version ("zstd-jni-1.5.7-6.jar" -> "zstd-jni").

