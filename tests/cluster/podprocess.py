@@ -20,6 +20,7 @@ from kubernetes.client import CoreV1Api, V1Pod
 
 from tests.cluster.podenv import command_line, container_env
 from tests.cluster.podspec import UnsupportedPodError, check_supported
+from tests.cluster.podvolumes import claim_mounts, mount_prefix
 from tests.cluster.processes import spawn
 
 INHERITED_ENV = ("HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "EO_CACHE")
@@ -86,11 +87,12 @@ def launch(pod: V1Pod, core: CoreV1Api, root: Path, extra_env: dict[str, str]) -
     if executable is None:
         message = f'exec: "{argv[0]}": executable file not found in $PATH'
         raise UnsupportedPodError("StartError", message)
+    mounts = mount_prefix(claim_mounts(pod, core))
     folder = root / f"{meta.namespace}_{meta.name}_{meta.uid}"
     (folder / "work").mkdir(parents=True, exist_ok=True)
     log_path = folder / "container.log"
     with log_path.open("ab") as output:
-        process = spawn([executable, *argv[1:]], log=output, cwd=folder / "work", env=env)
+        process = spawn([*mounts, executable, *argv[1:]], log=output, cwd=folder / "work", env=env)
     return PodProcess(
         meta.uid, meta.namespace, meta.name, process, log_path, started=datetime.now(UTC)
     )

@@ -58,12 +58,14 @@ def check_supported(pod: V1Pod) -> None:
         )
     for volume in spec.volumes or []:
         kinds = [name for name, value in volume if value is not None and name != "name"]
-        if kinds == ["empty_dir"] or _is_api_access_volume(volume):
+        # A claim is resolved to its PersistentVolume's host folder when the pod starts
+        # (podvolumes), which fails the pod then if that volume has no host folder.
+        if kinds in (["empty_dir"], ["persistent_volume_claim"]) or _is_api_access_volume(volume):
             continue
         raise UnsupportedPodError(
             "UnsupportedVolume",
             f"volume {volume.name!r} is {'/'.join(kinds) or 'empty'}: the process kubelet "
-            "supports emptyDir volumes only",
+            "supports emptyDir and persistentVolumeClaim (hostPath/local) volumes only",
         )
     for env in container.env or []:
         source = env.value_from
