@@ -59,6 +59,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python requirements.py pyproject.toml spark >/tmp/requirements.txt \
     && /opt/eo/venv/bin/pip install --requirement /tmp/requirements.txt
 COPY scripts/fetch-jars.sh scripts/
+COPY scripts/lib/progress.sh scripts/lib/
 COPY tools/jars/ tools/jars/
 ENV EO_CACHE=/opt/eo/cache
 RUN --mount=type=cache,target=/root/.m2 \

@@ -126,3 +126,17 @@ def test_setup_shows_pips_download_progress() -> None:
     for args in installs:
         if "-e " in args:  # the installs that download PySpark: never quiet
             assert "-q" not in args.split(), args
+
+
+def test_the_job_image_copies_the_library_fetch_jars_sources() -> None:
+    """The job image runs fetch-jars.sh in its build: what it sources must be in the image."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = set(re.findall(r"^COPY (scripts/\S+) ", dockerfile, re.M))
+    assert "scripts/fetch-jars.sh" in copied
+    sourced = re.findall(
+        r'^source "\$ROOT/(scripts/\S+)"', (ROOT / "scripts/fetch-jars.sh").read_text(), re.M
+    )
+    assert sourced, "fetch-jars.sh sources scripts/lib/progress.sh"
+    for path in sourced:
+        assert path in copied, f"Dockerfile: {path} is sourced by fetch-jars.sh but not copied"
+        assert f"!{path}" in (ROOT / ".dockerignore").read_text().splitlines()
