@@ -1,0 +1,1 @@
+"""Tests that run what the documentation tells people to run."""
