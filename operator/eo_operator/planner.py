@@ -7,17 +7,20 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | --- | --- | --- |
 | 1 | spec invalid | phase Failed (InvalidSpec), stop the driver |
 | 2 | driver lost: phase Unknown or stuck Terminating | recover (fence), force-delete, restart |
+|  |  | (counted once per lost pod; under suspend: no restart, no launch) |
 | 3 | suspend and a driver exists | Stopping: graceful delete (batch boundary) |
-| 4 | suspend and no driver | recover, then Suspended |
+| 4 | suspend and no driver | recover (again until it finished), then Suspended |
 | 5 | driver of an older epoch | delete it (a zombie of a past launch) |
 | 6 | driver Pending/Running, spec changed | Stopping: graceful delete, relaunch after |
 | 7 | driver Pending past restartPolicy.startTimeoutSeconds | delete it; a counted failure |
 |  |  | (StartTimeout, its waiting reason in status.lastFailure), as in 10 |
 | 8 | driver Pending/Running | Starting/Running |
+|  | driver exited while Stopping (being deleted) | wait for it to go: not a crash |
 | 9 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
 | 10 | driver exited 75 (fenced) | delete it; relaunch above the fence, not a crash |
 | 11 | driver exited otherwise, or vanished while running | count a restart; Failed past max; |
 |  |  | else Backoff, then recover + relaunch |
+|  | no driver, spec edited since the last failure | restart count and backoff start over |
 | 12 | no driver, Failed, same generation | stay Failed |
 | 13 | no driver, backoff not over | wait |
 | 14 | no driver | recover (fence first) + launch |
@@ -50,6 +53,8 @@ from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SIN
 from eo_jobs.spec.models import PipelineSpec
 
 STUCK_TERMINATING_GRACE = timedelta(seconds=30)
+LOST = "DriverLost"
+SUSPENDED_MESSAGE = "driver stopped; in-doubt transactions resolved"
 TERMINATED = ("Succeeded", "Failed")
 
 
@@ -115,6 +120,8 @@ class Memory:
     backoff_until: datetime | None = None
     last_launch: datetime | None = None
     failed_generation: int | None = None
+    """Generation the last counted failure ran with (status.failedGeneration): an edit since
+    resets the restart count and the backoff, and lifts Failed."""
     recovered_epoch: int | None = None
     """Epoch of the last recovery that finished (status.recoveredEpoch)."""
     reason: str = ""
@@ -240,7 +247,11 @@ def _set_aside_failed(obs: Observation) -> tuple[Observation, list[Action]]:
     pod, mem = obs.driver, obs.memory
     if pod is None:
         return obs, []
-    recorded = mem.failure is not None and mem.failure.pod == pod.name
+    # A lost driver (rule 2) stays observed until it is gone, so its fence and force delete
+    # are retried; any other recorded failure is done with.
+    recorded = (
+        mem.failure is not None and mem.failure.pod == pod.name and mem.failure.reason != LOST
+    )
     older = pod.terminated and pod.epoch < (mem.epoch or 0) and pod.exit_code != EXIT_FENCED
     if not (recorded or older):
         return obs, []
@@ -300,27 +311,7 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
 
     # 2. a driver we cannot trust to be dead: fence before anything else
     if pod is not None and (pod.phase == "Unknown" or _stuck(pod, obs.now)):
-        restarts = _count_restart(spec, mem, obs.now)
-        epoch = next_epoch(obs)
-        memory = replace(
-            mem,
-            phase=Phase.RECOVERING,
-            restarts=restarts,
-            last_failure=obs.now,
-            reason="DriverLost",
-            message=f"driver {pod.name} is unreachable (pod phase {pod.phase}); "
-            f"fenced it with epoch {epoch}",
-        )
-        return Plan(
-            memory,
-            [
-                Action(Kind.RECOVER, epoch=epoch, reason="DriverLost"),
-                Action(Kind.FORCE_DELETE_POD, pod=pod.name, reason="DriverLost"),
-                Action(Kind.LAUNCH, epoch=epoch, reason="DriverLost"),
-                _event("DriverLost", memory.message, warning=True),
-            ],
-            requeue_seconds=2.0,
-        )
+        return _lost(obs, spec, pod)
 
     # 3./4. suspend
     if spec.suspend:
@@ -343,25 +334,28 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
                 actions,
                 2.0,
             )
-        # Suspended only counts once a recovery finished at the reserved epoch: a recovery
-        # that failed, or that reserved a higher epoch (a fence ahead), is planned again.
-        if mem.phase != Phase.SUSPENDED or (mem.recovered_epoch or 0) < (obs.annotation_epoch or 0):
+        # Suspended only counts once a recovery finished above the last driver's epoch and
+        # at the reserved one: a recovery that failed (even before it reserved its epoch), or
+        # that reserved a higher epoch (a fence ahead), is planned again, and status says so.
+        done = max(obs.annotation_epoch or 0, (mem.epoch or 0) + 1)
+        if mem.phase != Phase.SUSPENDED or (mem.recovered_epoch or 0) < done:
             epoch = next_epoch(obs)
+            retry = mem.phase is Phase.SUSPENDED
             memory = replace(
                 mem,
                 phase=Phase.SUSPENDED,
                 reason="Suspended",
-                message="driver stopped; in-doubt transactions resolved",
+                message=(
+                    f"driver stopped; the recovery with epoch {epoch} did not finish: retrying"
+                    if retry
+                    else f"driver stopped; resolving in-doubt transactions with epoch {epoch}"
+                ),
             )
-            return Plan(
-                memory,
-                [
-                    Action(Kind.RECOVER, epoch=epoch, reason="Suspend"),
-                    _event("Suspended", memory.message),
-                ],
-                30.0,
-            )
-        return Plan(mem, [], 30.0)
+            actions = [Action(Kind.RECOVER, epoch=epoch, reason="Suspend")]
+            if not retry:
+                actions.append(_event("Suspended", memory.message))
+            return Plan(memory, actions, 30.0 if not retry else 10.0)
+        return Plan(replace(mem, message=SUSPENDED_MESSAGE), [], 30.0)
 
     # 5. a leftover driver of an older epoch
     if pod is not None and mem.epoch is not None and pod.epoch < mem.epoch:
@@ -369,6 +363,10 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
             return Plan(mem, [Action(Kind.DELETE_POD, pod=pod.name, reason="StaleEpoch")], 2.0)
         return Plan(mem, [], 2.0)
 
+    if pod is not None and pod.deleting_since is not None and mem.phase is Phase.STOPPING:
+        # The driver the operator stopped (spec edit) exited, and the kubelet reported the pod
+        # Succeeded/Failed before it removed it: a stop asked for, not a crash. Wait for it.
+        return Plan(mem, [], 2.0)
     if pod is not None and pod.phase in ("Pending", "Running"):
         if pod.deleting_since is not None:
             return Plan(replace(mem, phase=Phase.STOPPING), [], 2.0)
@@ -426,6 +424,12 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     if mem.phase is Phase.RUNNING and mem.epoch is not None and not pending:
         # 11. it vanished (deleted, evicted) while we expected it to run
         return _failure(obs, spec, rng, "DriverDeleted", f"driver of epoch {mem.epoch} disappeared")
+    if mem.failed_generation is not None and mem.failed_generation != obs.generation:
+        # The spec was edited since the last failure: that edit is the user's fix, so it gets
+        # a full restart budget and no wait for the old backoff.
+        mem = replace(
+            mem, restarts=0, last_failure=None, backoff_until=None, failed_generation=None
+        )
     if mem.phase is Phase.FAILED and mem.failed_generation == obs.generation:
         return Plan(mem, [], 30.0)  # 12.
     if mem.backoff_until is not None and obs.now < mem.backoff_until:
@@ -433,6 +437,44 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
         return Plan(replace(mem, phase=Phase.BACKOFF), [], max(0.5, wait))  # 13.
     reason = "Launch" if mem.epoch is None else "Relaunch"
     return _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
+
+
+def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod) -> Plan:
+    """Rule 2: fence the lost driver, force-delete it, launch the next one (not under suspend).
+
+    The lost pod is recorded as the last failure: while its recovery is retried (sink down,
+    Secret missing) the pod is still observed, and it is counted only once. Under suspend the
+    user asked for no driver: nothing is launched and nothing counted.
+    """
+    mem = obs.memory
+    epoch = next_epoch(obs)
+    message = (
+        f"driver {pod.name} is unreachable (pod phase {pod.phase}); fenced it with epoch {epoch}"
+    )
+    actions = [
+        Action(Kind.RECOVER, epoch=epoch, reason="DriverLost"),
+        Action(Kind.FORCE_DELETE_POD, pod=pod.name, reason="DriverLost"),
+    ]
+    if spec.suspend:
+        memory = replace(mem, phase=Phase.SUSPENDED, reason="DriverLost", message=message)
+        return Plan(memory, [*actions, _event("DriverLost", message, warning=True)], 2.0)
+    counted = mem.failure is not None and mem.failure.pod == pod.name
+    memory = replace(
+        mem,
+        phase=Phase.RECOVERING,
+        restarts=mem.restarts if counted else _count_restart(spec, mem, obs.now),
+        last_failure=mem.last_failure if counted else obs.now,
+        failed_generation=obs.generation,
+        reason="DriverLost",
+        message=message,
+        failure=mem.failure
+        if counted
+        else Failure(pod.name, LOST, None, f"pod phase {pod.phase}", obs.now),
+    )
+    actions.append(Action(Kind.LAUNCH, epoch=epoch, reason="DriverLost"))
+    if not counted:
+        actions.append(_event("DriverLost", message, warning=True))
+    return Plan(memory, actions, requeue_seconds=2.0)
 
 
 def _stuck(pod: DriverPod, now: datetime) -> bool:
@@ -540,6 +582,7 @@ def _failure(
             restarts=restarts,
             last_failure=obs.now,
             backoff_until=until,
+            failed_generation=obs.generation,
             reason=reason,
             message=text,
         ),
