@@ -250,6 +250,35 @@ def _version() -> str:
     return f"eo {metadata.version(names[0])}"
 
 
+def _leader_election_options(p: argparse.ArgumentParser) -> None:
+    """``eo operator``'s Lease options (the chart passes them; replicas: one leads)."""
+    p.add_argument("--peering", default=None, help="kopf peering name (one operator only; not HA)")
+    p.add_argument(
+        "--leader-election",
+        default=None,
+        metavar="LEASE",
+        help="act only while holding this coordination.k8s.io Lease (replicas: one leads)",
+    )
+    p.add_argument(
+        "--lease-namespace", default=None, help="namespace of the Lease (default: $POD_NAMESPACE)"
+    )
+    p.add_argument(
+        "--lease-duration", type=float, default=15.0, help="seconds a lease lasts unless renewed"
+    )
+    p.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="a leader that has not renewed for this many seconds exits",
+    )
+    p.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between renewals, and between tries of a standby",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -426,7 +455,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port")
     p.add_argument("--liveness-port", type=int, default=8080, help="kopf liveness probe port")
-    p.add_argument("--peering", default=None, help="kopf peering name for leader election")
+    _leader_election_options(p)
     p.set_defaults(func=_operator)
     return top
 

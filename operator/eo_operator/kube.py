@@ -2,9 +2,11 @@
 
 A small interface over the official client: every other module of the operator receives and
 returns plain dicts. Creates are idempotent (409 AlreadyExists means done), deletes of missing
-objects are no-ops, and the epoch bump is a patch guarded by resourceVersion, so two operator
-replicas (or one restarted mid-recovery) can never both reserve a new epoch from the same
-observation.
+objects are no-ops, and every write to a pipeline (status and the epoch annotation) is
+conditional on the resourceVersion of the object it was planned from: a write planned from an
+observation that someone else has since changed fails with ``Conflict`` (HTTP 409), so two
+operators that both believe they lead can neither flap status nor reserve two epochs from one
+observation. The leader-election Lease is read and written here too.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Kube:
         self.api_client = api_client or client.ApiClient()
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
+        self.coordination = client.CoordinationV1Api(self.api_client)
 
     def _plain(self, obj: Any) -> dict[str, Any]:
         plain = self.api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
@@ -82,25 +85,68 @@ class Kube:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
 
-    def patch_status(
-        self, namespace: str, name: str, status: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """Merge-patch the status subresource; returns the object (new resourceVersion)."""
+    def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch the status subresource of ``obj``, guarded by its resourceVersion.
+
+        ``obj`` is the object the status was planned from (the observation, or what the
+        previous guarded write returned). Returns the updated object (its new resourceVersion
+        guards the next write), None when the object is gone; ``Conflict`` when it changed
+        since ``obj`` was read: re-observe and plan again, never retry the same write.
+        """
+        meta = obj["metadata"]
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
         try:
             updated = self.custom.patch_namespaced_custom_object_status(
                 GROUP,
                 VERSION,
-                namespace,
+                meta["namespace"],
                 PLURAL,
-                name,
-                {"status": status},
+                meta["name"],
+                body,
                 _content_type=MERGE_PATCH,
             )
         except ApiException as exc:
             if exc.status == 404:
                 return None
+            if exc.status == 409:
+                raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
         return cast(dict[str, Any], updated)
+
+    def read_lease(self, namespace: str, name: str, timeout: float) -> dict[str, Any] | None:
+        """The Lease, or None when it does not exist."""
+        try:
+            lease = self.coordination.read_namespaced_lease(
+                name, namespace, _request_timeout=timeout
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._plain(lease)
+
+    def write_lease(
+        self, namespace: str, lease: dict[str, Any], timeout: float
+    ) -> dict[str, Any] | None:
+        """Create the Lease (no resourceVersion) or replace it (guarded by its resourceVersion).
+
+        Returns the written Lease, or None when another writer got there first (409).
+        """
+        name = lease["metadata"]["name"]
+        try:
+            if lease["metadata"].get("resourceVersion"):
+                written = self.coordination.replace_namespaced_lease(
+                    name, namespace, cast(Any, lease), _request_timeout=timeout
+                )
+            else:
+                written = self.coordination.create_namespaced_lease(
+                    namespace, cast(Any, lease), _request_timeout=timeout
+                )
+        except ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return self._plain(written)
 
     def driver_pods(self, namespace: str, pipeline: str) -> list[dict[str, Any]]:
         """Every driver pod of the pipeline (normally one)."""

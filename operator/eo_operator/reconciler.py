@@ -165,7 +165,18 @@ class Reconciler:
         self._tallies: dict[tuple[str, str], BatchTally] = {}
 
     def reconcile(self, namespace: str, name: str) -> float:
-        """One pass; returns seconds until the next one."""
+        """One pass; returns seconds until the next one.
+
+        Every write of the pass is guarded by the resourceVersion of the observation (each
+        write returns the version the next one is guarded by): when anyone else changed the
+        object in between, the pass stops at that write and the next one plans again.
+        """
+        try:
+            return self._reconcile(namespace, name)
+        except Conflict:
+            raise RetrySoon(f"{namespace}/{name} changed since it was observed") from None
+
+    def _reconcile(self, namespace: str, name: str) -> float:
         obj = self.kube.get_pipeline(namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return 5.0
@@ -191,9 +202,9 @@ class Reconciler:
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
         status = status_from(result.memory, observation, obj.get("status") or {})
-        # Status first; the patch returns the object with its new resourceVersion, which the
-        # guarded epoch reservation needs.
-        patched = self.kube.patch_status(namespace, name, status)
+        # Status first, guarded by the observation's resourceVersion; the patch returns the
+        # object with its new resourceVersion, which guards the epoch reservation.
+        patched = self.kube.patch_status(obj, status)
         if patched is None or patched["metadata"].get("deletionTimestamp"):
             # Deleted since it was read: the finalizer owns it now, and a driver launched
             # here would run beside (or after) the finalizer's fence.
@@ -267,7 +278,7 @@ class Reconciler:
                 if obj["metadata"].get("deletionTimestamp"):
                     log.info("%s: being deleted; not launching", pipeline.key)
                     break
-                self._launch(obj, pipeline, action.epoch)
+                obj = self._launch(obj, pipeline, action.epoch)
             else:
                 self._simple(obj, action)
         return obj
@@ -311,7 +322,7 @@ class Reconciler:
             f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
             f"{report.left} left"
         )
-        obj = self.kube.patch_status(namespace, name, {"recoveredEpoch": epoch}) or obj
+        obj = self.kube.patch_status(obj, {"recoveredEpoch": epoch}) or obj
         self.kube.event(obj, "Recovered", message)
         log.info("%s/%s: %s", namespace, name, message)
         return obj
@@ -340,25 +351,26 @@ class Reconciler:
         log.warning("%s", message)
         raise RetrySoon(message)
 
-    def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> None:
+    def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> dict[str, Any]:
         """Create the driver of ``epoch``, recording the epoch in status *before* the pod.
 
         Once a pod create was sent, its epoch is spent: the pod may run (on a node that is
         later lost, its object force-deleted) even if this operator dies before the next line.
         With status.epoch written first the planner never relaunches with that epoch again.
         """
-        namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         image = pipeline.spec.driver.image or self.settings.job_image
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
         pod = driver_pod(pipeline, obj, epoch, image, account)
-        self.kube.patch_status(
-            namespace,
-            name,
-            {
-                "epoch": epoch,
-                "driverPod": pod["metadata"]["name"],
-                "lastLaunchTime": datetime.now(UTC).isoformat(),
-            },
+        obj = (
+            self.kube.patch_status(
+                obj,
+                {
+                    "epoch": epoch,
+                    "driverPod": pod["metadata"]["name"],
+                    "lastLaunchTime": datetime.now(UTC).isoformat(),
+                },
+            )
+            or obj
         )
         self.kube.apply(spec_configmap(pipeline, obj))
         self.kube.apply(driver_service(pipeline, obj))
@@ -366,6 +378,7 @@ class Reconciler:
         if os.environ.get(FAULT_ENV) == "after-launch":
             os.kill(os.getpid(), signal.SIGKILL)
         self.kube.event(obj, "Launched", f"driver {pod['metadata']['name']} with epoch {epoch}")
+        return obj
 
     def _health(
         self,
@@ -393,7 +406,7 @@ class Reconciler:
             sinks = PipelineSinks(pipeline, dsns, self.kube)
         except Exception as exc:  # report, never crash the loop
             self.kube.patch_status(
-                *key,
+                obj,
                 {
                     "conditions": conditions(
                         obj.get("status") or {},
@@ -423,7 +436,7 @@ class Reconciler:
             )
         except Exception as exc:
             self.kube.patch_status(
-                *key,
+                obj,
                 {
                     "conditions": conditions(
                         obj.get("status") or {},
@@ -479,7 +492,7 @@ class Reconciler:
             "no batch decided recently" if stalled else "batches are being decided",
         )
         status["conditions"] = conds
-        self.kube.patch_status(*key, status)
+        self.kube.patch_status(obj, status)
         tally = self._tallies[key]
         self.metrics.observe_health(
             *key,
