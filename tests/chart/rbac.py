@@ -30,13 +30,13 @@ OPERATOR_NAMESPACED: Rules = {
 }
 # kopf reads CRDs in either mode (a cluster-scoped resource).
 KOPF_DISCOVERY: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): _READ}
-# Cluster-wide mode only: kopf follows namespaces and peers through a ClusterKopfPeering.
-KOPF_CLUSTER: Rules = {
-    ("", "namespaces"): _READ,
-    ("kopf.dev", "clusterkopfpeerings"): _READ | {"patch"},
+# Cluster-wide mode only: kopf follows namespaces.
+KOPF_CLUSTER: Rules = {("", "namespaces"): _READ}
+# In the release namespace only: the leader-election Lease and the events on it.
+LEADER_ELECTION: Rules = {
+    ("coordination.k8s.io", "leases"): frozenset({"get", "create", "update"}),
+    ("", "events"): frozenset({"create"}),
 }
-# Namespaced mode: kopf peers through a KopfPeering in each served namespace.
-KOPF_NAMESPACED: Rules = {("kopf.dev", "kopfpeerings"): _READ | {"patch"}}
 
 # What a Spark driver does in its own namespace: manage its executors.
 DRIVER: Rules = {
@@ -104,13 +104,14 @@ def granted(objects: list[dict[str, Any]], account: str, namespace: str) -> set[
     return result
 
 
-def operator_expected(watch_namespaces: list[str]) -> set[Grant]:
+def operator_expected(watch_namespaces: list[str], release_namespace: str) -> set[Grant]:
     """The operator's complete grants in cluster-wide mode (no namespaces) or namespaced mode."""
+    expected = grants_of(LEADER_ELECTION, release_namespace)
     if not watch_namespaces:
-        return grants_of(OPERATOR_NAMESPACED | KOPF_DISCOVERY | KOPF_CLUSTER, CLUSTER)
-    expected = grants_of(KOPF_DISCOVERY, CLUSTER)
+        return expected | grants_of(OPERATOR_NAMESPACED | KOPF_DISCOVERY | KOPF_CLUSTER, CLUSTER)
+    expected |= grants_of(KOPF_DISCOVERY, CLUSTER)
     for namespace in watch_namespaces:
-        expected |= grants_of(OPERATOR_NAMESPACED | KOPF_NAMESPACED, namespace)
+        expected |= grants_of(OPERATOR_NAMESPACED, namespace)
     return expected
 
 

@@ -86,7 +86,6 @@ def make_release(kube_cluster: KubeCluster) -> Iterator[Callable[..., Release]]:
             )
             values = set_values(
                 "operator.replicaCount=0",
-                f"operator.peering.name={name}",
                 *([f"operator.watchNamespaces={{{','.join(watched)}}}"] if watched else []),
                 *expressions,
             )
@@ -152,7 +151,7 @@ def test_every_object_and_crd_is_accepted_by_the_api_server(
     for crd in CRDS:
         kube_cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     objects = release.objects()
-    assert len(objects) == 10
+    assert len(objects) == 11
     stored = kube_cluster.kubectl("get", "-f", "-", "-o", "name", input=release.manifest)
     assert len(stored.stdout.split()) == len(objects)
     example = (ROOT / "examples" / "orders-ledger.yaml").read_text()
@@ -166,7 +165,7 @@ def test_the_cluster_wide_operator_can_do_each_verb_it_needs_and_nothing_else(
     kubeconfig = kube_cluster.kubeconfig_for_service_account(
         release.namespace, release.operator_account
     )
-    expected = rbac.operator_expected([])
+    expected = rbac.operator_expected([], release.namespace)
     assert allowed_everywhere_expected(kube_cluster, kubeconfig, expected, CLUSTER_SCOPED) == []
     granted_by_mistake = [
         " ".join(question) for question in DENIED if can_i(kube_cluster, kubeconfig, *question)
@@ -204,7 +203,6 @@ def test_an_upgrade_to_namespaced_mode_moves_the_grants_into_the_watched_namespa
     try:
         values = set_values(
             "operator.replicaCount=0",
-            f"operator.peering.name={release.name}",
             f"operator.watchNamespaces={{{','.join(watched)}}}",
         )
         summary = release.helm.upgrade(
@@ -214,7 +212,7 @@ def test_an_upgrade_to_namespaced_mode_moves_the_grants_into_the_watched_namespa
         kubeconfig = kube_cluster.kubeconfig_for_service_account(
             release.namespace, release.operator_account
         )
-        expected = rbac.operator_expected(watched)
+        expected = rbac.operator_expected(watched, release.namespace)
         assert (
             allowed_everywhere_expected(
                 kube_cluster, kubeconfig, expected, {"customresourcedefinitions"}
@@ -226,10 +224,6 @@ def test_an_upgrade_to_namespaced_mode_moves_the_grants_into_the_watched_namespa
         )
         assert not can_i(kube_cluster, kubeconfig, "list", "pods", "--all-namespaces")
         assert not can_i(kube_cluster, kubeconfig, "list", "namespaces")
-        gone = kube_cluster.kubectl("get", "clusterkopfpeering", release.name, check=False)
-        assert gone.returncode != 0 and "NotFound" in gone.stderr
-        for namespace in watched:
-            kube_cluster.kubectl("get", "kopfpeering", release.name, "--namespace", namespace)
         deployment = kube_cluster.kubectl(
             "get",
             "deployment",

@@ -22,14 +22,15 @@ WARNING = 2  # helm lint severities: 1 info, 2 warning, 3 error
 
 # Objects per kind for each profile (CRDs are in crds/, not rendered: see test_sync).
 CLUSTER_WIDE = Counter(
-    ServiceAccount=2, ClusterRole=1, ClusterRoleBinding=1, Role=1, RoleBinding=1,
-    Deployment=1, Service=1, PodDisruptionBudget=1, ClusterKopfPeering=1,
+    ServiceAccount=2, ClusterRole=1, ClusterRoleBinding=1, Role=2, RoleBinding=2,
+    Deployment=1, Service=1, PodDisruptionBudget=1,
 )  # fmt: skip
-# Two watched namespaces: an operator Role + RoleBinding + KopfPeering in each, the drivers'
-# ServiceAccount + Role + RoleBinding in each, and a ClusterRole left only for CRD reads.
+# Two watched namespaces: an operator Role + RoleBinding in each, the drivers'
+# ServiceAccount + Role + RoleBinding in each, a ClusterRole left only for CRD reads, and the
+# leader-election Role + RoleBinding in the release namespace.
 NAMESPACED_TWO = Counter(
-    ServiceAccount=3, ClusterRole=1, ClusterRoleBinding=1, Role=4, RoleBinding=4,
-    Deployment=1, Service=1, PodDisruptionBudget=1, KopfPeering=2,
+    ServiceAccount=3, ClusterRole=1, ClusterRoleBinding=1, Role=5, RoleBinding=5,
+    Deployment=1, Service=1, PodDisruptionBudget=1,
 )  # fmt: skip
 # ConfigMaps: the Grafana dashboard and the Grafana alert rules.
 MONITORING = Counter(ServiceMonitor=1, PodMonitor=1, PrometheusRule=1, ConfigMap=2)
@@ -66,31 +67,52 @@ def test_namespaced_objects_live_in_the_release_namespace_or_a_watched_one() -> 
             assert namespace in {NAMESPACE, "team-a", "team-b"}, obj["metadata"]
 
 
-def test_the_operator_runs_eo_operator_with_peering_ports_and_watched_namespaces() -> None:
+def test_the_operator_runs_eo_operator_with_leader_election_ports_and_watched_namespaces() -> None:
     objects = render(
-        set_values("operator.watchNamespaces={team-a,team-b}", "operator.peering.name=blue")
+        set_values(
+            "operator.watchNamespaces={team-a,team-b}",
+            "operator.replicaCount=2",
+            "operator.leaderElection.leaseName=blue",
+            "operator.leaderElection.leaseDurationSeconds=20",
+        )
     )
-    container = find(objects, "Deployment", "eo-operator")["spec"]["template"]["spec"][
-        "containers"
-    ][0]
+    deployment = find(objects, "Deployment", "eo-operator")
+    assert deployment["spec"]["replicas"] == 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "eo-operator:0.1.0"
     assert container["args"] == [
         "operator",
-        "--peering=blue",
+        "--leader-election=blue",
+        "--lease-duration=20",
+        "--renew-deadline=10",
+        "--retry-period=2",
         "--namespace=team-a",
         "--namespace=team-b",
         "--metrics-port=9090",
         "--liveness-port=8080",
     ]
+    identity = next(e for e in container["env"] if e["name"] == "POD_NAME")
+    assert identity["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert ports == {"metrics": 9090, "healthz": 8080}
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
-    peerings = [o for o in objects if o["kind"] == "KopfPeering"]
-    assert {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in peerings} == {
-        ("team-a", "blue"),
-        ("team-b", "blue"),
-    }
+    assert not [o for o in objects if o["kind"].endswith("KopfPeering")]
+    lease_role = find(objects, "Role", "eo-leader")
+    assert lease_role["metadata"]["namespace"] == NAMESPACE
+    assert find(objects, "PodDisruptionBudget", "eo-operator")["spec"]["maxUnavailable"] == 1
+
+
+def test_the_lease_is_named_after_the_release_by_default() -> None:
+    container = find(render(), "Deployment", "eo-operator")["spec"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert "--leader-election=eo-operator" in container["args"]
+
+
+def test_a_renew_deadline_that_outlasts_the_lease_is_refused() -> None:
+    with pytest.raises(Exception, match="renewDeadlineSeconds < leaseDurationSeconds"):
+        render(set_values("operator.leaderElection.renewDeadlineSeconds=15"))
 
 
 def test_the_operator_learns_the_job_image_the_driver_account_and_its_namespace() -> None:

@@ -60,14 +60,16 @@ def test_no_rbac_rule_uses_a_wildcard(profile: str) -> None:
 
 def test_cluster_wide_the_operator_gets_exactly_the_reviewed_cluster_grants() -> None:
     granted = rbac.granted(render(), "eo-operator", NAMESPACE)
-    expected = rbac.operator_expected([])
+    expected = rbac.operator_expected([], NAMESPACE)
     assert rbac.describe(granted) == rbac.describe(expected)
 
 
 def test_namespaced_the_operator_gets_roles_per_namespace_and_only_crd_reads_cluster_wide() -> None:
     objects = render(set_values("operator.watchNamespaces={team-a,team-b}"))
     granted = rbac.granted(objects, "eo-operator", NAMESPACE)
-    assert rbac.describe(granted) == rbac.describe(rbac.operator_expected(["team-a", "team-b"]))
+    assert rbac.describe(granted) == rbac.describe(
+        rbac.operator_expected(["team-a", "team-b"], NAMESPACE)
+    )
     cluster_wide = {grant for grant in granted if grant.scope == rbac.CLUSTER}
     assert {grant.resource for grant in cluster_wide} == {"customresourcedefinitions"}
 

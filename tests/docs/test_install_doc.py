@@ -128,19 +128,22 @@ def _operator_for(cluster: KubeCluster, log_dir: Path) -> Operator:
     """The Deployment's container as a local process (args and env as the chart renders)."""
     container = _deployment(cluster)["spec"]["template"]["spec"]["containers"][0]
     args = [a for a in container["args"] if not a.startswith(("--metrics-port", "--liveness-port"))]
-    # Operator.start runs `eo operator --peering eo` on free ports: the same command.
-    assert container.get("command") is None and args == ["operator", f"--peering={RELEASE}"]
+    # Operator.start runs `eo operator <these args>` on free ports: the same command.
+    assert container.get("command") is None and args[0] == "operator"
+    identity = f"{RELEASE}-operator-0"
     env: dict[str, str] = {}
     for var in container["env"]:
         if "value" in var:
             env[var["name"]] = var["value"]
         elif var["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.namespace":
             env[var["name"]] = SYSTEM
+        elif var["valueFrom"].get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[var["name"]] = identity
         else:
             raise AssertionError(f"operator env {var} is not mapped by this test")
     assert env["EO_DRIVER_SERVICE_ACCOUNT"] == f"{RELEASE}-driver"
     kubeconfig = cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
-    return Operator(kubeconfig, log_dir, extra_env=env)
+    return Operator(kubeconfig, log_dir, extra_env=env, identity=identity, args=args[1:])
 
 
 def _run(block: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -35,15 +35,34 @@ from tests.runtime import harness
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "eo"
 SYSTEM = "eo-system"
+LEASE = f"{RELEASE}-operator"
+"""The chart's default leader-election Lease (in the release namespace)."""
+
+
+def lease_args(lease: float = 15, renew: float = 10, retry: float = 2) -> list[str]:
+    """``eo operator``'s leader-election options as the chart renders them (its defaults)."""
+    return [
+        f"--leader-election={LEASE}",
+        f"--lease-duration={lease:g}",
+        f"--renew-deadline={renew:g}",
+        f"--retry-period={retry:g}",
+    ]
 
 
 @dataclass
 class Operator:
-    """An ``eo operator`` process that can be stopped, crashed and restarted."""
+    """An ``eo operator`` process that can be stopped, crashed and restarted.
+
+    It runs with the chart's arguments (leader election on the chart's Lease) and environment
+    (``POD_NAMESPACE``, ``POD_NAME`` = ``identity``: a restart keeps its pod's name, as a
+    container restarted in its pod does).
+    """
 
     kubeconfig: Path
     log_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
+    identity: str = "eo-operator-0"
+    args: list[str] = field(default_factory=lease_args)
     proc: subprocess.Popen[bytes] | None = None
     metrics_port: int = 0
     logs: list[Path] = field(default_factory=list)
@@ -51,7 +70,7 @@ class Operator:
     def start(self, **env: str) -> None:
         """Start (again), with optional extra environment (e.g. a fault switch)."""
         self.metrics_port = free_port()
-        log = self.log_dir / f"operator-{len(self.logs)}.log"
+        log = self.log_dir / f"{self.identity}-{len(self.logs)}.log"
         self.logs.append(log)
         environ = {k: v for k, v in os.environ.items() if not k.startswith("EO_")}
         environ.update(
@@ -59,6 +78,8 @@ class Operator:
                 "KUBECONFIG": str(self.kubeconfig),
                 "EO_JOB_IMAGE": "eo-job:test",
                 "EO_LOG_LEVEL": "INFO",
+                "POD_NAMESPACE": SYSTEM,
+                "POD_NAME": self.identity,
                 **self.extra_env,
                 **env,
             }
@@ -70,8 +91,7 @@ class Operator:
                     "-m",
                     "eo_jobs.cli",
                     "operator",
-                    "--peering",
-                    RELEASE,
+                    *self.args,
                     "--metrics-port",
                     str(self.metrics_port),
                     "--liveness-port",
@@ -253,7 +273,7 @@ def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
 def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator]:
     """Install the chart (CRDs, RBAC) with Helm's engine and run the operator as its SA."""
     with helm_python.Config(kubeconfig_path=cluster.kubeconfig, namespace=SYSTEM) as helm:
-        values = set_values("operator.replicaCount=0", f"operator.peering.name={RELEASE}")
+        values = set_values("operator.replicaCount=0")
         helm.install(
             str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
         )

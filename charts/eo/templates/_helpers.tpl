@@ -188,3 +188,8 @@ templates reach Prometheus and Grafana untouched. Pass a dict with "root" and "f
 {{- end -}}
 {{- $text -}}
 {{- end -}}
+
+{{- /* The leader-election Lease's name (in the release namespace). */ -}}
+{{- define "eo.operator.leaseName" -}}
+{{- .Values.operator.leaderElection.leaseName | default (printf "%s-operator" (include "eo.fullname" .)) -}}
+{{- end -}}

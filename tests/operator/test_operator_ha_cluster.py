@@ -1,0 +1,113 @@
+"""Two operator processes under the chart's ServiceAccount and Lease: one leads, one stands by.
+
+The leader is SIGKILLed in the middle of a recovery (after it reserved the epoch and raised
+the fence, before it launched the driver). The standby must take the Lease once it expires,
+finish that recovery and launch the driver within 30 s, the sink must stay exact, and the
+Lease's events must show one leader at a time. Real kube-apiserver, Spark drivers, PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from typing import Any
+
+import pytest
+
+from tests.operator.cluster_env import LEASE, SYSTEM, Operator, Scene, lease_args
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+FAST = lease_args(lease=6, renew=4, retry=1)
+"""Test timings (the chart's values allow them): a standby takes over 6 s after a crash."""
+
+
+def _epoch(scene: Scene) -> int:
+    return int(scene.get()["metadata"]["annotations"]["eo.dev/epoch"])
+
+
+def _holder(scene: Scene) -> str | None:
+    out = scene.cluster.kubectl("get", "lease", LEASE, "-n", SYSTEM, "-o", "json")
+    return (json.loads(out.stdout).get("spec") or {}).get("holderIdentity")
+
+
+def _lease_events(scene: Scene) -> list[dict[str, Any]]:
+    out = scene.cluster.kubectl("get", "events", "-n", SYSTEM, "-o", "json")
+    events = [
+        e
+        for e in json.loads(out.stdout)["items"]
+        if e["involvedObject"].get("kind") == "Lease" and e["involvedObject"]["name"] == LEASE
+    ]
+    return sorted(events, key=lambda e: int(e["metadata"]["resourceVersion"]))
+
+
+def _started_leading(scene: Scene, operator: Operator) -> None:
+    operator.start()
+    scene.until(f"{operator.identity} leads", lambda: _holder(scene) == operator.identity, 60)
+
+
+def test_the_standby_finishes_a_recovery_the_killed_leader_started(scene: Scene) -> None:
+    leader = scene.operator
+    standby = Operator(leader.kubeconfig, leader.log_dir, identity="eo-operator-1", args=FAST)
+    leader.stop()
+    leader.args = FAST
+    try:
+        _started_leading(scene, leader)
+        standby.start()
+        scene.add_files(2)
+        scene.apply()
+        driver = scene.until("a running driver", scene.running_driver)
+        scene.until("first rows", lambda: scene.rows() > 0)
+        assert _holder(scene) == leader.identity
+        # The driver dies while no operator runs; the leader comes back (and takes the Lease
+        # again) with a fault that SIGKILLs it between the fence and the launch of epoch 2,
+        # and the standby comes back beside it.
+        standby.stop()
+        leader.stop()
+        scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
+        leader.start(EO_OPERATOR_FAULT="after-fence")
+        scene.until("the leader back", lambda: _holder(scene) == leader.identity, 60)
+        standby.start()
+        assert leader.proc is not None
+        assert leader.proc.wait(240) == -signal.SIGKILL, leader.output()[-4000:]
+        killed_at = time.monotonic()
+        events_before = len(_lease_events(scene))
+        assert _epoch(scene) == 2
+        assert scene.running_driver() is None
+        scene.until(
+            "the standby's epoch 2 driver",
+            lambda: any(p["metadata"]["labels"].get("eo.dev/epoch") == "2" for p in scene.pods()),
+            timeout=60,
+        )
+        took = time.monotonic() - killed_at
+        assert took <= 30, f"the standby launched epoch 2 {took:.1f} s after the leader died"
+        assert _holder(scene) == standby.identity
+        assert _epoch(scene) == 2
+        scene.until(
+            "epoch 2 driver running",
+            lambda: (
+                (d := scene.running_driver()) is not None
+                and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
+            ),
+        )
+        scene.add_files(2)
+        scene.until("all records delivered", scene.all_delivered)
+        time.sleep(3)
+        audit = scene.audit()
+        assert (audit.duplicates, audit.missing, audit.prepared_left) == (0, 0, 0)
+        assert "Recovered: fenced to epoch 2" in scene.events()
+        # One leader at a time: each election is a new transition of the Lease (two candidates
+        # never won from one state), and the standby was elected only after the leader died.
+        elections = [e for e in _lease_events(scene) if e["reason"] == "LeaderElected"]
+        transitions = [int(e["message"].rsplit(" ", 1)[1].rstrip(")")) for e in elections]
+        assert transitions == list(range(transitions[0], transitions[0] + len(elections)))
+        after_kill = [e["message"] for e in _lease_events(scene)[events_before:]]
+        assert after_kill == [
+            f"{standby.identity} became leader (lease transition {transitions[-1]})"
+        ]
+        assert "leadership lost" not in standby.output()
+    finally:
+        standby.stop()
+        leader.args = lease_args()
+        leader.start()
