@@ -24,6 +24,8 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | 12 | no driver, Failed, same generation | stay Failed |
 | 13 | no driver, backoff not over | wait |
 | 14 | no driver | recover (fence first) + launch |
+|  | ... blocked (Secret, database, ServiceAccount: ``Memory.blocked``) | retry every 10 s; |
+|  |  | Failed (the blocker's reason) past restartPolicy.startTimeoutSeconds |
 
 A failed driver (rules 9 and 11) is not deleted: its pod, log and termination message stay for
 people (``status.lastFailure.pod``). A failed pod the planner already recorded
@@ -108,6 +110,16 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Blocked:
+    """What the environment refused on the last recovery or launch (a condition in status)."""
+
+    condition: str
+    reason: str
+    message: str
+    since: datetime
+
+
+@dataclass(frozen=True)
 class Memory:
     """Operator bookkeeping kept in status between reconciles."""
 
@@ -128,6 +140,9 @@ class Memory:
     message: str = ""
     failure: Failure | None = None
     """The last failed driver (status.lastFailure); its pod is not observed as a driver again."""
+    blocked: Blocked | None = None
+    """Why the last recovery or launch could not be done (a missing Secret, a database that
+    does not answer, ...), since when; cleared by the next one that succeeds."""
 
 
 @dataclass(frozen=True)
@@ -402,7 +417,10 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
             and obs.now - mem.last_failure > timedelta(seconds=spec.restart_policy.window_seconds)
         ):
             restarts = 0
+        # Starting after a blocked Failed (rule 14): the driver was created, the block is over.
         reason = "Running" if phase is Phase.RUNNING else mem.reason
+        if mem.phase is Phase.FAILED and phase is Phase.STARTING:
+            reason = "Launched"
         return Plan(
             replace(
                 mem,
@@ -436,7 +454,31 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
         wait = (mem.backoff_until - obs.now).total_seconds()
         return Plan(replace(mem, phase=Phase.BACKOFF), [], max(0.5, wait))  # 13.
     reason = "Launch" if mem.epoch is None else "Relaunch"
-    return _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
+    launch = _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
+    return launch if mem.blocked is None else _blocked(obs, spec, mem.blocked, launch)
+
+
+def _blocked(obs: Observation, spec: PipelineSpec, blocked: Blocked, launch: Plan) -> Plan:
+    """Rule 14 while the environment refuses: retry, and say Failed after the start timeout.
+
+    Not a counted failure (no driver ran) and not a permanent one (no failed generation): the
+    fix is usually outside the spec (create the Secret, open the network), so the recovery and
+    launch are retried every 10 s and the first success clears it.
+    """
+    waited = obs.now - blocked.since
+    limit = spec.restart_policy.start_timeout_seconds
+    if waited <= timedelta(seconds=limit):
+        # The reason stays the launch's (the condition carries the blocker's): a pod created
+        # on this retry must not start out with a stale blocker as its reason.
+        memory = replace(launch.memory, message=f"{blocked.reason}: {blocked.message}; retrying")
+        return Plan(memory, launch.actions, 10.0)
+    message = (
+        f"{blocked.message}; the pipeline has not started for {waited.total_seconds():.0f}s "
+        f"(restartPolicy.startTimeoutSeconds {limit}); retrying every 10s"
+    )
+    memory = replace(launch.memory, phase=Phase.FAILED, reason=blocked.reason, message=message)
+    first = [] if obs.memory.phase is Phase.FAILED else [_event(blocked.reason, message, True)]
+    return Plan(memory, [*first, *launch.actions], 10.0)
 
 
 def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod) -> Plan:

@@ -12,17 +12,28 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
+from eo_operator.blockers import SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
-from eo_operator.planner import Action, DriverPod, Kind, Memory, Observation, Phase, Plan, plan
+from eo_operator.planner import (
+    Action,
+    Blocked,
+    DriverPod,
+    Kind,
+    Memory,
+    Observation,
+    Phase,
+    Plan,
+    plan,
+)
 from eo_operator.progress import read_driver_progress
 from eo_operator.resources import (
     LABEL_EPOCH,
@@ -163,6 +174,7 @@ class Reconciler:
         self.settings = settings
         self._health_at: dict[tuple[str, str], float] = {}
         self._tallies: dict[tuple[str, str], BatchTally] = {}
+        self._blocked: dict[tuple[str, str], Blocked] = {}
 
     def reconcile(self, namespace: str, name: str) -> float:
         """One pass; returns seconds until the next one.
@@ -195,7 +207,7 @@ class Reconciler:
             spec_error=error,
             spec_hash=spec_hash(pipeline) if pipeline else "",
             annotation_epoch=int(raw_epoch) if raw_epoch.isdigit() else None,
-            memory=memory_from_status(obj.get("status") or {}),
+            memory=self._with_blocker(namespace, name, memory_from_status(obj.get("status") or {})),
             driver=driver,
             failed=observed.failed,
         )
@@ -211,8 +223,10 @@ class Reconciler:
             return 5.0
         obj = patched
         if pipeline is not None:
-            obj = self._act(obj, pipeline, result, observation)
-            self._health(obj, pipeline, result.memory, driver, driver_ip)
+            acted = self._act_or_block(obj, pipeline, result, observation)
+            if acted is None:
+                return result.requeue_seconds
+            self._health(acted, pipeline, result.memory, driver, driver_ip)
         else:
             for action in result.actions:
                 self._simple(obj, action)
@@ -256,6 +270,39 @@ class Reconciler:
                 ip = (pod.get("status") or {}).get("podIP")
                 return str(ip) if ip else None
         return None
+
+    def _with_blocker(self, namespace: str, name: str, memory: Memory) -> Memory:
+        """Planner memory with the blocker this process met on its last pass, if any."""
+        blocked = self._blocked.get((namespace, name))
+        return memory if blocked is None else replace(memory, blocked=blocked)
+
+    def _act_or_block(
+        self, obj: dict[str, Any], pipeline: Pipeline, result: Plan, obs: Observation
+    ) -> dict[str, Any] | None:
+        """Act; an environment the operator cannot start the pipeline in (a Secret, the
+        database, the driver's ServiceAccount) is recorded instead of raised: a Warning event
+        with the fix when the blocker is new, and the planner's memory for the next pass, which
+        puts it in a condition and, past the start timeout, in the Failed phase. None then."""
+        key = (pipeline.metadata.namespace, pipeline.metadata.name)
+        try:
+            acted = self._act(obj, pipeline, result, obs)
+        except Exception as exc:
+            blocker = classify(exc, key[0])
+            if blocker is None:
+                raise
+            before = self._blocked.get(key) or obs.memory.blocked
+            self._blocked[key] = Blocked(
+                blocker.condition,
+                blocker.reason,
+                blocker.message,
+                before.since if before is not None else datetime.now(UTC),
+            )
+            if before is None or before.reason != blocker.reason:
+                self.kube.event(obj, blocker.reason, blocker.text, warning=True)
+                log.warning("%s: %s", pipeline.key, blocker.text)
+            return None
+        self._blocked.pop(key, None)
+        return acted
 
     def _simple(self, obj: dict[str, Any], action: Action) -> None:
         namespace = obj["metadata"]["namespace"]
@@ -322,7 +369,12 @@ class Reconciler:
             f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
             f"{report.left} left"
         )
-        obj = self.kube.patch_status(obj, {"recoveredEpoch": epoch}) or obj
+        obj = (
+            self.kube.patch_status(
+                obj, {"recoveredEpoch": epoch, "conditions": _sink_answered(obj)}
+            )
+            or obj
+        )
         self.kube.event(obj, "Recovered", message)
         log.info("%s/%s: %s", namespace, name, message)
         return obj
@@ -412,8 +464,7 @@ class Reconciler:
                         obj.get("status") or {},
                         "SinkReachable",
                         False,
-                        "SecretUnavailable",
-                        str(exc),
+                        *_sink_problem(exc, "SecretUnavailable", key[0]),
                     )
                 },
             )
@@ -442,8 +493,7 @@ class Reconciler:
                         obj.get("status") or {},
                         "SinkReachable",
                         False,
-                        "SinkUnreachable",
-                        str(exc).splitlines()[0] if str(exc) else repr(exc),
+                        *_sink_problem(exc, "SinkUnreachable", key[0]),
                     )
                 },
             )
@@ -547,6 +597,19 @@ class Reconciler:
             self.settings.delete_sink_timeout,
             datetime.now(UTC),
         )
+
+
+def _sink_answered(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Conditions with SinkReachable True: a recovery just used every sink database."""
+    return conditions(obj.get("status") or {}, SINK, True, "Connected", "sink databases answer")
+
+
+def _sink_problem(exc: Exception, default: str, namespace: str) -> tuple[str, str]:
+    """Reason and message for SinkReachable=False, never quoting a connection string."""
+    blocker = classify(exc, namespace)
+    if blocker is not None:
+        return blocker.reason, blocker.message
+    return default, safe_message(exc)
 
 
 class RetrySoon(Exception):  # noqa: N818

@@ -17,6 +17,7 @@ from eo_jobs.protocol.gid import pipeline_prefix
 from eo_jobs.protocol.recovery import RecoveryReport, Resolution, distinct, recover, sweep
 from eo_jobs.sinks.postgres.binding import Bound, bind
 from eo_jobs.spec.models import CredentialRef, Pipeline
+from eo_operator.blockers import SecretKeyMissingError
 from eo_operator.kube import Kube
 from eo_operator.metrics import SinkHealth
 
@@ -61,7 +62,10 @@ def secret_dsn(kube: Kube, namespace: str, name: str, ref: CredentialRef) -> str
     secret = ref.secret_key_ref
     if secret is None:
         raise KeyError(f"{name}: dsn must be a secretKeyRef on Kubernetes")
-    return kube.secret_value(namespace, secret.name, secret.key)
+    try:
+        return kube.secret_value(namespace, secret.name, secret.key)
+    except KeyError:
+        raise SecretKeyMissingError(namespace, secret.name, secret.key) from None
 
 
 def dsns_from_secrets(kube: Kube, pipeline: Pipeline) -> dict[str, str]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from eo_operator.planner import Failure, Memory, Observation, Phase
+from eo_operator.blockers import DRIVER, REASONS, SINK
+from eo_operator.planner import Blocked, Failure, Memory, Observation, Phase
 
 
 def _time(value: Any) -> datetime | None:
@@ -41,7 +42,25 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         reason=status.get("reason") or "",
         message=status.get("message") or "",
         failure=_failure(status.get("lastFailure")),
+        blocked=_blocked(status.get("conditions") or []),
     )
+
+
+def _blocked(conds: list[dict[str, Any]]) -> Blocked | None:
+    """The blocker a SinkReachable/DriverCreatable condition records, since its transition."""
+    for cond in conds:
+        if (
+            cond.get("type") in (SINK, DRIVER)
+            and cond.get("status") == "False"
+            and cond.get("reason") in REASONS
+        ):
+            return Blocked(
+                condition=str(cond["type"]),
+                reason=str(cond["reason"]),
+                message=str(cond.get("message") or ""),
+                since=_time(cond.get("lastTransitionTime")) or datetime.now(UTC),
+            )
+    return None
 
 
 def _failure(recorded: Any) -> Failure | None:
@@ -142,6 +161,21 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
     if memory.reason == "SinkContract":
         conds["conditions"] = conditions(
             conds, "SinkContract", False, "SinkContract", memory.message
+        )
+    elif ready and any(c.get("type") == "SinkContract" for c in conds["conditions"]):
+        conds["conditions"] = conditions(
+            conds, "SinkContract", True, "Satisfied", "the driver checked the sink contract"
+        )
+    blocked = memory.blocked
+    if obs.driver is not None and (blocked is None or blocked.condition == DRIVER):
+        # A driver pod exists: creating one works (again).
+        if any(c.get("type") == DRIVER for c in conds["conditions"]):
+            conds["conditions"] = conditions(
+                conds, DRIVER, True, "Created", f"driver pod {obs.driver.name} exists"
+            )
+    elif blocked is not None:
+        conds["conditions"] = conditions(
+            conds, blocked.condition, False, blocked.reason, blocked.message
         )
     status["conditions"] = conds["conditions"]
     return status

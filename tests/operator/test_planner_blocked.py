@@ -1,0 +1,65 @@
+"""A pipeline the environment keeps from starting (Secret, database, ServiceAccount) retries
+and, past restartPolicy.startTimeoutSeconds, says Failed with the blocker's reason; status
+carries the blocker as a condition and drops a stale SinkContract one once running."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from eo_operator.planner import Blocked, Kind, Memory, Phase, plan
+from eo_operator.status import memory_from_status, status_from
+from tests.operator.test_planner import NOW, _kinds, _obs, _pod, _spec
+
+
+def _secret_missing(seconds_ago: float) -> Blocked:
+    return Blocked(
+        "SinkReachable",
+        "SecretMissing",
+        "Secret ns/db named by a sink's secretKeyRef does not exist",
+        NOW - timedelta(seconds=seconds_ago),
+    )
+
+
+def test_a_blocked_start_is_retried_with_the_blocker_as_reason() -> None:
+    result = plan(_obs(Memory(blocked=_secret_missing(5))))
+    assert result.memory.phase is Phase.STARTING and result.memory.reason == "Launch"
+    assert result.memory.message.startswith("SecretMissing: Secret ns/db")
+    assert _kinds(result)[:2] == [Kind.RECOVER, Kind.LAUNCH]
+    assert result.requeue_seconds == 10.0 and result.memory.restarts == 0
+
+
+def test_a_start_blocked_past_the_start_timeout_fails_with_one_warning_and_keeps_retrying() -> None:
+    spec = _spec(restartPolicy={"startTimeoutSeconds": 60})
+    failed = plan(_obs(Memory(phase=Phase.STARTING, blocked=_secret_missing(61)), spec=spec))
+    assert failed.memory.phase is Phase.FAILED and failed.memory.reason == "SecretMissing"
+    assert failed.memory.failed_generation is None and failed.memory.restarts == 0
+    assert _kinds(failed)[:3] == [Kind.EVENT, Kind.RECOVER, Kind.LAUNCH]
+    assert failed.actions[0].warning and "does not exist" in failed.actions[0].message
+    again = plan(_obs(failed.memory, spec=spec))
+    assert _kinds(again)[:2] == [Kind.RECOVER, Kind.LAUNCH]
+    assert again.memory.phase is Phase.FAILED
+
+
+def test_the_blocker_round_trips_through_status_as_a_condition() -> None:
+    obs = _obs(Memory(blocked=_secret_missing(5)))
+    status = status_from(plan(obs).memory, obs, {})
+    cond = next(c for c in status["conditions"] if c["type"] == "SinkReachable")
+    assert (cond["status"], cond["reason"]) == ("False", "SecretMissing")
+    back = memory_from_status(status)
+    assert back.blocked is not None and back.blocked.reason == "SecretMissing"
+
+
+def test_a_running_pipeline_no_longer_shows_an_old_sink_contract_failure() -> None:
+    failed = Memory(phase=Phase.FAILED, epoch=1, failed_generation=1, reason="SinkContract")
+    obs = _obs(failed, None, annotation=1)
+    before = status_from(failed, obs, {})
+    running = plan(_obs(Memory(phase=Phase.STARTING, epoch=2), _pod(epoch=2), annotation=2))
+    after = status_from(running.memory, obs, before)
+    cond = next(c for c in after["conditions"] if c["type"] == "SinkContract")
+    assert (cond["status"], cond["reason"]) == ("True", "Satisfied")
+
+
+def test_a_driver_created_after_a_blocked_failure_starts_without_the_old_reason() -> None:
+    failed = Memory(phase=Phase.FAILED, epoch=1, reason="SecretMissing")
+    result = plan(_obs(failed, _pod("Pending"), annotation=1))
+    assert result.memory.phase is Phase.STARTING and result.memory.reason == "Launched"
