@@ -3,7 +3,8 @@
 What it does, as the real kubelet (plus a trivial scheduler) would:
 
 * binds pending pods with no ``nodeName`` to its node (as ``system:kube-scheduler``),
-* runs the first container's ``command`` + ``args`` as a process in its own session, with the
+* runs the first container's ``command`` + ``args`` (no command: the job image's entrypoint,
+  as for Spark's executor pods, see ``podspec``) as a process in its own session, with the
   pod's env (see ``podenv``), working directory a per-pod temp folder, stdout and stderr in
   one per-pod log file (:meth:`ProcessKubelet.logs`); ``PATH`` starts with this venv's bin
   folder, so every image maps to the local installation (``eo``, ``python``),
@@ -19,7 +20,9 @@ What it does, as the real kubelet (plus a trivial scheduler) would:
   authorizer limits it as it limits a real kubelet.
 
 What it does not: restarts (only ``restartPolicy: Never``), init or extra containers, probes,
-volumes other than emptyDir (see ``podspec``), resource limits, ``kubectl logs/exec``.
+volumes other than emptyDir, PVC (``podvolumes``), configMap and API access (``podapi``: the
+pod's ServiceAccount token, so a Spark driver creates its executors with its own RBAC), resource
+limits, ``kubectl logs/exec``.
 
 Simulations for failure tests: :meth:`simulate_node_lost` / :meth:`restore_node`,
 :meth:`freeze` / :meth:`thaw`, :meth:`kill`, :meth:`process_alive`.
@@ -240,7 +243,7 @@ class ProcessKubelet:
         if not self._pulled(pod, meta.uid):
             return
         try:
-            tracked = launch(pod, self._core, self.root, self._extra_env)
+            tracked = launch(pod, self._core, self.root, self._extra_env, self._credentials.server)
         except UnsupportedPodError as problem:
             self._fail(pod, problem.reason, problem.message)
             return

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from kubernetes.client import CoreV1Api, V1Pod
 
+from tests.cluster.podapi import api_env, volume_mounts
 from tests.cluster.podenv import command_line, container_env
-from tests.cluster.podspec import UnsupportedPodError, check_supported
+from tests.cluster.podspec import UnsupportedPodError, check_supported, image_entrypoint
 from tests.cluster.podvolumes import claim_mounts, mount_prefix
 from tests.cluster.processes import spawn
 
@@ -61,17 +62,34 @@ def termination_message(pod: V1Pod, tracked: PodProcess, exit_code: int) -> str:
     return tail[-LOG_TAIL_BYTES:].decode(errors="replace")
 
 
-def base_env(pod_name: str, extra: dict[str, str]) -> dict[str, str]:
-    """The host part of a pod's environment: venv-first PATH, HOSTNAME, ``INHERITED_ENV``."""
+def spark_home() -> str | None:
+    """PySpark's folder in this venv: the job image's Spark (its jars are the executor's)."""
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    return str(Path(pyspark.__file__).parent)
+
+
+def base_env(pod_name: str, extra: dict[str, str], server: str = "") -> dict[str, str]:
+    """The host part of a pod's environment: venv-first PATH, HOSTNAME, ``INHERITED_ENV``,
+    the API server's ``KUBERNETES_SERVICE_*`` and the image's SPARK_HOME (this venv's)."""
     env = {key: os.environ[key] for key in INHERITED_ENV if key in os.environ}
     venv_bin = Path(sys.prefix) / "bin"
     env["PATH"] = f"{venv_bin}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
     env["HOSTNAME"] = pod_name
+    home = spark_home()
+    if home is not None:
+        env["SPARK_HOME"] = home
+    if server:
+        env |= api_env(server)
     return env | extra
 
 
-def launch(pod: V1Pod, core: CoreV1Api, root: Path, extra_env: dict[str, str]) -> PodProcess:
-    """Start ``pod``'s process under ``root``.
+def launch(
+    pod: V1Pod, core: CoreV1Api, root: Path, extra_env: dict[str, str], server: str = ""
+) -> PodProcess:
+    """Start ``pod``'s process under ``root``; ``server`` is the API server pods call.
 
     Raises ``UnsupportedPodError`` (the pod fails) or ``EnvNotReadyError`` (the pod waits).
     """
@@ -81,14 +99,16 @@ def launch(pod: V1Pod, core: CoreV1Api, root: Path, extra_env: dict[str, str]) -
     check_supported(pod)
     container = spec.containers[0]
     pod_env = container_env(pod, container, core)
-    env = base_env(meta.name, extra_env) | pod_env
+    env = base_env(meta.name, extra_env, server) | pod_env
     argv = command_line(container, pod_env)
+    if not container.command:
+        argv = [*(image_entrypoint(container.image or "") or []), *argv]
     executable = shutil.which(argv[0], path=env.get("PATH", ""))
     if executable is None:
         message = f'exec: "{argv[0]}": executable file not found in $PATH'
         raise UnsupportedPodError("StartError", message)
-    mounts = mount_prefix(claim_mounts(pod, core))
     folder = root / f"{meta.namespace}_{meta.name}_{meta.uid}"
+    mounts = mount_prefix([*claim_mounts(pod, core), *volume_mounts(pod, core, folder)])
     (folder / "work").mkdir(parents=True, exist_ok=True)
     log_path = folder / "container.log"
     with log_path.open("ab") as output:

@@ -23,6 +23,29 @@ from eo_jobs.spec import s3
 from eo_jobs.spec.models import EXECUTOR_CONTAINER, PipelineSpec
 
 TASK_MAX_FAILURES = 4
+DRIVER_PORT = 7078
+"""The driver's RPC port (executors register here); the driver Service's ``driver`` port."""
+BLOCK_MANAGER_PORT = 7079
+"""The driver's block manager port; the driver Service's ``blockmanager`` port."""
+DATA_VOLUME = "data"
+"""Volume name of ``spec.driver.volumeClaim`` on the driver pod, and on executors."""
+
+
+def executor_volume_conf(spec: PipelineSpec) -> dict[str, str]:
+    """Mount the driver's claim on every executor too, at the same path.
+
+    Executors read a files source themselves (Spark plans file splits on the driver and reads
+    them in tasks), so its folder must be on them; the claim must then be ReadWriteMany unless
+    every pod lands on one node. A checkpoint on it is only ever written by the driver.
+    """
+    claim = spec.driver.volume_claim
+    if not claim:
+        return {}
+    prefix = f"spark.kubernetes.executor.volumes.persistentVolumeClaim.{DATA_VOLUME}"
+    return {
+        f"{prefix}.mount.path": spec.driver.volume_mount_path,
+        f"{prefix}.options.claimName": claim,
+    }
 
 
 def spark_conf(
@@ -72,10 +95,20 @@ def spark_conf(
                 "spark.kubernetes.container.image": env.get(
                     "EO_JOB_IMAGE", spec.driver.image or ""
                 ),
-                "spark.driver.host": env.get("EO_DRIVER_HOST", env.get("POD_IP", "")),
-                "spark.driver.port": "7078",
-                "spark.blockManager.port": "7079",
+                # Executors call the driver back at its pod IP (the headless Service's name
+                # as a fallback): an address that exists as soon as the pod runs, where DNS
+                # may lag; it listens on every interface of the pod, at the ports its Service
+                # and container declare (resources.DRIVER_PORT, BLOCK_MANAGER_PORT).
+                "spark.driver.host": env.get("POD_IP") or env.get("EO_DRIVER_HOST", ""),
+                "spark.driver.bindAddress": "0.0.0.0",  # noqa: S104 (the pod's own interfaces)
+                "spark.driver.port": str(DRIVER_PORT),
+                "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
                 "spark.kubernetes.executor.podNamePrefix": env.get("POD_NAME", "eo-driver"),
+                # eo mounts no on-demand claims on executors: Spark need not list or own PVCs
+                # (the driver Role grants no access to them).
+                "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+                "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+                **executor_volume_conf(spec),
             }
         )
     java_options = env.get("EO_SPARK_DRIVER_JAVA_OPTIONS")

@@ -1,0 +1,279 @@
+"""Spark executors as pods, on the real control plane (issue 12 part 2).
+
+The chart is installed with its driver ServiceAccount, Role and RoleBinding in the pipelines'
+namespaces; the driver pod runs as that ServiceAccount (``spec.driver.serviceAccount``), so the
+executor pods its Spark creates through the API server are allowed or refused by the chart's
+Role. The process kubelet runs the executor pods as the job image would (its entrypoint turns
+Spark's ``executor`` argument into ``KubernetesExecutorBackend``), the executors call the
+driver back at its pod IP and ports, and kube-controller-manager's garbage collector removes
+executors whose driver pod is gone. Real Spark, real PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import psycopg
+import pytest
+
+from eo_jobs.pgserver import PgServer
+from tests.chart.helm import CHART, set_values
+from tests.cluster.plugin import KubeCluster
+from tests.operator.cluster_env import RELEASE, SYSTEM, Operator, Scene, make_scene
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+NAMESPACES = 3
+DRIVER_ACCOUNT = f"{RELEASE}-driver"
+EXECUTORS = {"instances": 2, "cores": 1, "memory": "512m"}
+_next = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def namespaces(kube_cluster: KubeCluster) -> Iterator[list[str]]:
+    """Namespaces for the tests of this module, made before the chart grants drivers in them."""
+    suffix = secrets.token_hex(3)
+    names = [f"eo-exec-{suffix}-{i}" for i in range(NAMESPACES)]
+    for name in names:
+        kube_cluster.kubectl("create", "namespace", name)
+    yield names
+    for name in names:
+        kube_cluster.kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def executor_operator(
+    kube_cluster: KubeCluster, namespaces: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Operator]:
+    """The chart with driver RBAC in ``namespaces``, and the operator under its ServiceAccount."""
+    with helm_python.Config(kubeconfig_path=kube_cluster.kubeconfig, namespace=SYSTEM) as helm:
+        values = set_values(
+            "operator.replicaCount=0",
+            f"driver.namespaces={{{','.join(namespaces)}}}",
+        )
+        helm.install(
+            str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
+        )
+        try:
+            kube_cluster.kubectl(
+                "wait",
+                "--for=condition=Established",
+                "crd/exactlyoncepipelines.eo.dev",
+                "--timeout=60s",
+            )
+            kubeconfig = kube_cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
+            operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator"))
+            operator.start()
+            try:
+                yield operator
+            finally:
+                operator.stop()
+        finally:
+            with contextlib.suppress(helm_python.HelmError):
+                helm.uninstall(RELEASE, ignore_not_found=True, timeout=120)
+
+
+@pytest.fixture
+def scene(
+    kube_cluster: KubeCluster,
+    executor_operator: Operator,
+    namespaces: list[str],
+    pg_server: PgServer,
+    tmp_path: Path,
+) -> Scene:
+    """One pipeline in its own namespace (with the chart's driver RBAC) and database."""
+    namespace = namespaces[next(_next)]
+    dsn = pg_server.create_database(namespace.replace("-", "_"))
+    return make_scene(kube_cluster, executor_operator, namespace, dsn, tmp_path)
+
+
+def _apply(scene: Scene) -> None:
+    scene.apply(
+        executors=EXECUTORS,
+        driver={"cores": 1, "memory": "768m", "serviceAccount": DRIVER_ACCOUNT},
+    )
+
+
+def executor_pods(scene: Scene) -> list[dict[str, Any]]:
+    """Executor pods in the scene's namespace (Spark labels them spark-role=executor)."""
+    out = scene.cluster.kubectl(
+        "get", "pods", "-n", scene.namespace, "-l", "spark-role=executor", "-o", "json"
+    )
+    return list(json.loads(out.stdout)["items"])
+
+
+def _running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def _log(scene: Scene, pod: dict[str, Any]) -> str:
+    return scene.cluster.kubelet.logs(scene.namespace, pod["metadata"]["name"])
+
+
+_FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
+
+
+def tasks_finished(scene: Scene, pod: dict[str, Any]) -> int:
+    """Tasks an executor reports finished in its log (Spark's Executor logs them at INFO)."""
+    return len(set(_FINISHED.findall(_log(scene, pod))))
+
+
+def _driver_of(pod: dict[str, Any]) -> str:
+    owners = pod["metadata"].get("ownerReferences") or []
+    return next((o["name"] for o in owners if o.get("kind") == "Pod"), "")
+
+
+def _diagnostics(scene: Scene) -> str:
+    parts = []
+    for pod in executor_pods(scene):
+        parts.append(
+            f"--- executor {pod['metadata']['name']} "
+            f"{(pod.get('status') or {}).get('phase')}\n{_log(scene, pod)[-2000:]}"
+        )
+    return "\n".join(parts) + "\n" + scene.driver_logs()
+
+
+def _until(scene: Scene, what: str, check: Any, timeout: float = 300) -> Any:
+    try:
+        return scene.until(what, check, timeout)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{_diagnostics(scene)}") from None
+
+
+def _assert_exact(scene: Scene) -> None:
+    time.sleep(3)
+    audit = scene.audit()
+    assert (audit.duplicates, audit.missing, audit.unexpected, audit.prepared_left) == (0,) * 4
+
+
+def test_two_executor_pods_run_the_writer_tasks_and_the_sink_is_exact(scene: Scene) -> None:
+    scene.add_files(4)
+    _apply(scene)
+    driver = _until(scene, "a running driver", scene.running_driver)
+    _until(scene, "two running executors", lambda: len(_running(executor_pods(scene))) == 2)
+    _until(scene, "all records delivered", scene.all_delivered)
+    _assert_exact(scene)
+
+    executors = _running(executor_pods(scene))
+    name = driver["metadata"]["name"]
+    assert {_driver_of(p) for p in executors} == {name}
+    assert all(p["metadata"]["name"].startswith(name) for p in executors)
+    assert all(p["spec"]["serviceAccountName"] == "default" for p in executors)
+    assert driver["spec"]["serviceAccountName"] == DRIVER_ACCOUNT
+    # The writer tasks ran on the executors: every batch's tasks, and on both executors.
+    finished = {p["metadata"]["name"]: tasks_finished(scene, p) for p in executors}
+    assert all(count > 0 for count in finished.values()), (finished, _diagnostics(scene))
+
+
+def test_an_executor_deleted_in_the_middle_of_a_batch_is_retried_and_the_batch_commits_once(
+    scene: Scene,
+) -> None:
+    scene.add_files(2)
+    _apply(scene)
+    _until(scene, "two running executors", lambda: len(_running(executor_pods(scene))) == 2)
+    _until(scene, "first records delivered", scene.all_delivered)
+    batches_before = scene.status().get("lastBatchId")
+    # Hold the sink table: the next batch's writer tasks start on the executors and wait there.
+    with psycopg.connect(scene.dsn, autocommit=False) as lock:
+        lock.execute("LOCK TABLE public.orders IN ACCESS EXCLUSIVE MODE")
+        scene.add_files(2)
+        _until(
+            scene,
+            "writer tasks waiting on the sink",
+            lambda: _waiting_writers(scene.dsn) >= 1,
+        )
+        victim = next(p for p in _running(executor_pods(scene)) if _has_open_task(scene, p))
+        scene.cluster.kubectl(
+            "delete",
+            "pod",
+            victim["metadata"]["name"],
+            "-n",
+            scene.namespace,
+            "--grace-period=0",
+            "--force",
+        )
+        lock.rollback()
+    _until(scene, "all records delivered", scene.all_delivered)
+    _until(
+        scene,
+        "a replacement executor",
+        lambda: (
+            len(_running(executor_pods(scene))) == 2
+            and victim["metadata"]["name"]
+            not in {p["metadata"]["name"] for p in executor_pods(scene)}
+        ),
+    )
+    _assert_exact(scene)
+    status = scene.status()
+    assert status.get("restarts", 0) == 0  # Spark retried the tasks; the driver never failed
+    assert status["lastBatchId"] > (batches_before or 0)
+
+
+def _waiting_writers(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND datname = current_database()"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+_STARTED = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
+
+
+def _has_open_task(scene: Scene, pod: dict[str, Any]) -> bool:
+    log = _log(scene, pod)
+    return bool(set(_STARTED.findall(log)) - set(_FINISHED.findall(log)))
+
+
+def test_a_deleted_driver_takes_its_executors_and_the_new_epoch_gets_new_ones(
+    scene: Scene,
+) -> None:
+    scene.add_files(2)
+    _apply(scene)
+    first = _until(scene, "a running driver", scene.running_driver)
+    _until(scene, "two running executors", lambda: len(_running(executor_pods(scene))) == 2)
+    _until(scene, "first records delivered", scene.all_delivered)
+    old = {p["metadata"]["name"] for p in executor_pods(scene)}
+
+    scene.cluster.kubectl("delete", "pod", first["metadata"]["name"], "-n", scene.namespace)
+    second = _until(
+        scene,
+        "epoch 2 driver running",
+        lambda: (
+            (d := scene.running_driver()) is not None
+            and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
+            and d
+        ),
+    )
+    _until(
+        scene,
+        "the old executors garbage-collected",
+        lambda: not old & {p["metadata"]["name"] for p in executor_pods(scene)},
+    )
+    new = _until(
+        scene,
+        "two executors of the new driver",
+        lambda: (
+            _running(executor_pods(scene)) if len(_running(executor_pods(scene))) == 2 else None
+        ),
+    )
+    assert {_driver_of(p) for p in new} == {second["metadata"]["name"]}
+    scene.add_files(2)
+    _until(scene, "all records delivered", scene.all_delivered)
+    _assert_exact(scene)
+    assert all(tasks_finished(scene, p) > 0 for p in new), _diagnostics(scene)
