@@ -78,6 +78,11 @@ def test_the_operator_runs_eo_operator_with_leader_election_ports_and_watched_na
     )
     deployment = find(objects, "Deployment", "eo-operator")
     assert deployment["spec"]["replicas"] == 2
+    # The Lease keeps old and new pods from acting together: a rollout need not stop both.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "eo-operator:0.1.0"
     assert container["args"] == [
