@@ -151,14 +151,17 @@ class LeaderElector:
     def acquire(self, stop: threading.Event | None = None) -> bool:
         """Block until this identity leads (True), or ``stop`` is set (False)."""
         waiting = stop or threading.Event()
+        reported = ""
         while not waiting.is_set():
             try:
                 if self.try_acquire_or_renew():
                     return True
             except Exception as exc:  # an API hiccup: a standby keeps trying
                 log.warning("leader election: cannot read or write the lease: %s", exc)
-            if self._observed is not None and self._observed[0]:
-                log.info("standing by: lease %s is held by %s", self.config.name, self._observed[0])
+            holder = self._observed_holder()
+            if holder != reported:  # once per leader, not every retry period
+                log.info("standing by: lease %s is held by %s", self.config.name, holder)
+                reported = holder
             waiting.wait(self.config.retry_period)
         return False
 
