@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Refresh the generated and copied files inside the Helm chart (tests/chart checks they match):
 #   crds/exactlyoncepipelines.eo.dev.yaml      -> charts/eo/crds/  (output of `eo crd`)
-#   kopf's peering CRDs (below)                -> charts/eo/crds/  (kopf ships no YAML)
 #   monitoring/grafana/eo-pipelines.json       -> charts/eo/files/ (dashboard ConfigMap)
 # The alert files in charts/eo/files/ are written by scripts/generate_monitoring.py instead.
 # Usage: scripts/sync-chart-crds.sh [CHART_DIR]   (default: charts/eo of this checkout)
@@ -41,41 +40,6 @@ write() {
 }
 
 copy "$ROOT/crds/exactlyoncepipelines.eo.dev.yaml" "$CHART/crds/exactlyoncepipelines.eo.dev.yaml"
-
-# kopf's peering CRDs, as documented by kopf (docs.kopf.dev, "Peering"; the group is kopf.dev,
-# the legacy zalando.org group is not installed). kopf keeps each peer's state in .status.
-for scope in Cluster Namespaced; do
-  if [[ $scope == Cluster ]]; then
-    kind=ClusterKopfPeering plural=clusterkopfpeerings singular=clusterkopfpeering
-  else
-    kind=KopfPeering plural=kopfpeerings singular=kopfpeering
-  fi
-  write "$CHART/crds/$plural.kopf.dev.yaml" <<EOF
-# kopf's peering CRD; written by scripts/sync-chart-crds.sh, do not edit.
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: $plural.kopf.dev
-spec:
-  scope: $scope
-  group: kopf.dev
-  names:
-    kind: $kind
-    plural: $plural
-    singular: $singular
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            status:
-              type: object
-              x-kubernetes-preserve-unknown-fields: true
-EOF
-done
 
 for pair in grafana/eo-pipelines.json:eo-pipelines.json; do
   source="$ROOT/monitoring/${pair%%:*}" dest="$CHART/files/${pair##*:}"

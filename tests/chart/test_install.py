@@ -27,7 +27,7 @@ from tests.cluster.plugin import KubeCluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("chart-install")]
 
-CRDS = ("exactlyoncepipelines.eo.dev", "clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev")
+CRDS = ("exactlyoncepipelines.eo.dev",)
 # Verbs the operator was never granted: each must be denied, wherever asked.
 ALL = "--all-namespaces"
 DENIED: list[tuple[str, ...]] = [
@@ -138,7 +138,7 @@ def allowed_everywhere_expected(
     return refused
 
 
-CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces", "clusterkopfpeerings"}
+CLUSTER_SCOPED = {"customresourcedefinitions", "namespaces"}
 
 
 def test_every_object_and_crd_is_accepted_by_the_api_server(
@@ -260,7 +260,7 @@ def test_uninstall_leaves_no_operator_object_behind_but_keeps_the_crds(
     assert left == []
     labelled = kube_cluster.kubectl(
         "get",
-        "clusterroles,clusterrolebindings,clusterkopfpeerings",
+        "clusterroles,clusterrolebindings",
         "-o",
         "name",
         "-l",

@@ -1,8 +1,8 @@
 """The chart's copies of generated files do not drift from their sources.
 
-scripts/sync-chart-crds.sh writes them: the eo CRD (from `eo crd`), kopf's peering CRDs, and
-the Grafana dashboard. The alert files are generated (tests/monitoring/test_generated.py); here,
-the chart's defaults must give exactly the plain Prometheus and Grafana files.
+scripts/sync-chart-crds.sh writes them: the eo CRD (from `eo crd`) and the Grafana dashboard.
+The alert files are generated (tests/monitoring/test_generated.py); here, the chart's defaults
+must give exactly the plain Prometheus and Grafana files.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import yaml
-from kopf._cogs.structs import references as kopf_references
 
 from eo_jobs.spec.crd import crd_yaml
 from tests.chart.helm import CHART, ROOT, chart_crds, find, render, set_values
@@ -36,20 +35,10 @@ def test_the_chart_crd_is_the_generated_crd() -> None:
     )
 
 
-def test_the_chart_ships_kopfs_peering_crds_for_the_resources_kopf_uses() -> None:
-    crds = {name: yaml.safe_load(text) for name, text in chart_crds().items()}
-    assert set(crds) == {EO_CRD, "clusterkopfpeerings.kopf.dev.yaml", "kopfpeerings.kopf.dev.yaml"}
-    for selector, scope in [
-        (kopf_references.CLUSTER_PEERINGS_K, "Cluster"),
-        (kopf_references.NAMESPACED_PEERINGS_K, "Namespaced"),
-    ]:
-        crd = crds[f"{selector.any_name}.{selector.group}.yaml"]
-        assert crd["spec"]["group"] == selector.group
-        assert crd["spec"]["scope"] == scope
-        assert crd["spec"]["names"]["plural"] == selector.any_name
-        assert [v["name"] for v in crd["spec"]["versions"]] == [selector.version]
-        status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-        assert status["x-kubernetes-preserve-unknown-fields"] is True
+def test_the_chart_ships_only_the_eo_crd() -> None:
+    # The operator elects its leader through a coordination.k8s.io Lease and runs kopf
+    # standalone: kopf's peering CRDs are not needed.
+    assert set(chart_crds()) == {EO_CRD}
 
 
 def test_running_the_sync_script_changes_nothing(tmp_path: Path) -> None:
@@ -69,10 +58,8 @@ def test_the_sync_script_repairs_a_stale_chart(tmp_path: Path) -> None:
     copy = tmp_path / "eo"
     shutil.copytree(CHART, copy)
     (copy / "crds" / EO_CRD).write_text("stale\n")
-    (copy / "crds" / "kopfpeerings.kopf.dev.yaml").unlink()
     done = subprocess.run([SYNC, copy], capture_output=True, text=True, check=True)
     assert "updated crds/exactlyoncepipelines.eo.dev.yaml" in done.stdout
-    assert "updated crds/kopfpeerings.kopf.dev.yaml" in done.stdout
     assert (copy / "crds" / EO_CRD).read_bytes() == (ROOT / "crds" / EO_CRD).read_bytes()
 
 
