@@ -3,7 +3,8 @@
 The leader is SIGKILLed in the middle of a recovery (after it reserved the epoch and raised
 the fence, before it launched the driver). The standby must take the Lease once it expires,
 finish that recovery and launch the driver within 30 s, the sink must stay exact, and the
-Lease's events must show one leader at a time. Real kube-apiserver, Spark drivers, PostgreSQL.
+Lease's events must show one leader at a time. And a leader whose Lease another identity
+holds ends its process at its next renewal. Real kube-apiserver, Spark drivers, PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from eo_operator.main import EXIT_LEADERSHIP_LOST
+from tests.cluster.plugin import KubeCluster
 from tests.operator.cluster_env import LEASE, SYSTEM, Operator, Scene, lease_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -27,9 +30,15 @@ def _epoch(scene: Scene) -> int:
     return int(scene.get()["metadata"]["annotations"]["eo.dev/epoch"])
 
 
-def _holder(scene: Scene) -> str | None:
-    out = scene.cluster.kubectl("get", "lease", LEASE, "-n", SYSTEM, "-o", "json")
+def _lease_holder(cluster: KubeCluster) -> str | None:
+    out = cluster.kubectl("get", "lease", LEASE, "-n", SYSTEM, "-o", "json", check=False)
+    if out.returncode != 0:
+        return None
     return (json.loads(out.stdout).get("spec") or {}).get("holderIdentity")
+
+
+def _holder(scene: Scene) -> str | None:
+    return _lease_holder(scene.cluster)
 
 
 def _lease_events(scene: Scene) -> list[dict[str, Any]]:
@@ -111,3 +120,26 @@ def test_the_standby_finishes_a_recovery_the_killed_leader_started(scene: Scene)
         standby.stop()
         leader.args = lease_args()
         leader.start()
+
+
+def test_an_operator_whose_lease_was_taken_exits_at_its_next_renewal(
+    operator: Operator, kube_cluster: KubeCluster
+) -> None:
+    operator.stop()
+    operator.args = FAST
+    try:
+        operator.start()
+        deadline = time.monotonic() + 60
+        while _lease_holder(kube_cluster) != operator.identity:
+            assert time.monotonic() < deadline, operator.output()[-3000:]
+            time.sleep(0.5)
+        kube_cluster.kubectl(
+            "patch", "lease", LEASE, "-n", SYSTEM, "--type=merge",
+            "-p", '{"spec": {"holderIdentity": "an-intruder"}}',
+        )  # fmt: skip
+        assert operator.proc is not None
+        assert operator.proc.wait(15) == EXIT_LEADERSHIP_LOST, operator.output()[-3000:]
+        assert "leadership lost (lease eo-operator is held by an-intruder)" in operator.output()
+    finally:
+        operator.args = lease_args()
+        operator.start()
