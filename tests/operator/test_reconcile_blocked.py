@@ -9,11 +9,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import psycopg
 import pytest
+from prometheus_client import CollectorRegistry
 
 from eo_jobs.pgserver import free_port
+from eo_operator.kube import Kube
+from eo_operator.metrics import PipelineMetrics
+from eo_operator.reconciler import Reconciler, Settings
 from tests.operator.reconcile_env import Scene
 
 pytestmark = [pytest.mark.slow]
@@ -144,3 +149,43 @@ def test_a_missing_driver_service_account_is_named_with_the_fix(reconcile_scene:
     assert "ServiceAccountMissing:" in scene.events() and "create the ServiceAccount" in (
         scene.events()
     )
+
+
+def test_a_refused_pod_create_is_named_with_the_fix(reconcile_scene: Scene) -> None:
+    # The operator's identity may do everything it needs in the namespace but create pods (as
+    # when the namespace is missing from the chart's watched ones, or a policy refuses).
+    scene = reconcile_scene
+    ns = ["-n", scene.namespace]
+    scene.cluster.kubectl("create", "serviceaccount", "limited", *ns)
+    scene.cluster.kubectl(
+        "create", "role", "all-but-pods", "--verb=*",
+        "--resource=exactlyoncepipelines.eo.dev,exactlyoncepipelines.eo.dev/status,"
+        "secrets,events,configmaps,services", *ns,
+    )  # fmt: skip
+    scene.cluster.kubectl(
+        "create", "role", "see-pods", "--verb=get,list,watch,delete", "--resource=pods", *ns
+    )
+    for role in ("all-but-pods", "see-pods"):
+        scene.cluster.kubectl(
+            "create", "rolebinding", role, f"--role={role}",
+            f"--serviceaccount={scene.namespace}:limited", *ns,
+        )  # fmt: skip
+    token = scene.cluster.service_account_token(scene.namespace, "limited")
+    with scene.cluster.api(token) as api:
+        limited = replace(
+            scene,
+            reconciler=Reconciler(
+                Kube(api), PipelineMetrics(CollectorRegistry()), Settings(job_image="eo-job:t")
+            ),
+        )
+        limited.apply(suspend=False)
+        _until(
+            limited,
+            "PodForbidden",
+            lambda: _condition(limited, "DriverCreatable").get("reason") == "PodForbidden",
+            60,
+        )
+    cond = _condition(scene, "DriverCreatable")
+    assert cond["status"] == "False" and "system:serviceaccount" in cond["message"]
+    assert "PodForbidden:" in scene.events() and "grant the operator" in scene.events()
+    assert scene.get()["status"]["restarts"] == 0
