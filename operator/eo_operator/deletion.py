@@ -21,12 +21,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.errors import FenceRegressionError
 from eo_jobs.sinks.postgres.credentials import env_var_for
 from eo_jobs.spec.models import EPOCH_ANNOTATION, Pipeline
+from eo_operator.blockers import classify, safe_message
 from eo_operator.kube import Conflict, Kube
 from eo_operator.sinks import PipelineSinks, dsns_from_secrets
 
@@ -64,10 +64,10 @@ def _deletion_started(obj: dict[str, Any], now: datetime) -> datetime:
 def _reason(exc: BaseException) -> str:
     """One line about a failure, never a credential (a DSN that does not parse is quoted by
     libpq, password included)."""
-    if isinstance(exc, psycopg.ProgrammingError) and "connection" in str(exc).lower():
+    blocker = classify(exc, "")
+    if blocker is not None and blocker.reason == "DsnInvalid":
         return "the DSN in the Secret is not a valid connection string"
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}"[:300]
+    return f"{type(exc).__name__}: {safe_message(exc)}"[:300]
 
 
 def _let_go(kube: Kube, obj: dict[str, Any], pipeline: Pipeline, epoch: int, why: str) -> str:

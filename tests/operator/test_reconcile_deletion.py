@@ -114,3 +114,17 @@ def test_a_dsn_that_does_not_parse_never_reaches_the_event(scene: Scene) -> None
     message = scene.reconciler.finalize(scene.namespace, NAME)
     assert "not a valid connection string" in message
     assert secret not in message and secret not in scene.events()
+
+
+def test_a_dsn_value_libpq_refuses_after_parsing_never_reaches_the_event(scene: Scene) -> None:
+    # A password pasted into the port: libpq parses the string, then quotes the bad value.
+    secret = "hunter2-in-the-port"
+    dsn = f"host=127.0.0.1 port={secret} dbname=x user=eo"
+    patch = json.dumps({"stringData": {"dsn": dsn}})
+    scene.apply(metadata={"finalizers": [HOLD]})
+    scene.cluster.kubectl("patch", "secret", "ledger-db", "-n", scene.namespace, "-p", patch)
+    scene.reconciler.settings.delete_sink_timeout = 0.0
+    _delete(scene)
+    message = scene.reconciler.finalize(scene.namespace, NAME)
+    assert "FinalizedWithoutSink" in scene.events()
+    assert secret not in message and secret not in scene.events()
