@@ -177,6 +177,16 @@ class Kube:
                     name, namespace, {"data": manifest["data"]}, _content_type=MERGE_PATCH
                 )
 
+    def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's data, or None when it does not exist."""
+        try:
+            found = self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.data or {})
+
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod (graceful by default; 0 = force). Missing is fine."""
         try:

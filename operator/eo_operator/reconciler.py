@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
+import yaml
+
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import Pipeline
@@ -38,9 +40,11 @@ from eo_operator.progress import read_driver_progress
 from eo_operator.resources import (
     LABEL_EPOCH,
     LABEL_SPEC_HASH,
+    SPEC_KEY,
     driver_pod,
     driver_service,
     spec_configmap,
+    spec_configmap_name,
     spec_hash,
 )
 from eo_operator.sinks import Health, PipelineSinks, dsns_from_secrets
@@ -588,7 +592,9 @@ class Reconciler:
         self.metrics.forget(namespace, name)
         self._tallies.pop((namespace, name), None)
         if pipeline is None:
-            return "invalid spec: nothing to resolve"
+            pipeline = self._last_launched(obj)
+        if pipeline is None:
+            return "invalid spec and no driver ever launched: nothing to resolve"
         return clean_up_sinks(
             self.kube,
             namespace,
@@ -597,6 +603,19 @@ class Reconciler:
             self.settings.delete_sink_timeout,
             datetime.now(UTC),
         )
+
+    def _last_launched(self, obj: dict[str, Any]) -> Pipeline | None:
+        """The spec the last driver ran with (its ConfigMap), for an object whose spec does not
+        parse any more: that driver may have left prepared transactions (its grace can expire
+        mid-batch), and they are resolved with the sinks it wrote to."""
+        meta = obj["metadata"]
+        data = self.kube.config_map_data(meta["namespace"], spec_configmap_name(meta["name"]))
+        if not data or SPEC_KEY not in data:
+            return None
+        document = yaml.safe_load(data[SPEC_KEY])
+        document["metadata"] = {**document.get("metadata", {}), **meta}
+        pipeline, _ = parse(document)
+        return pipeline
 
 
 def _sink_answered(obj: dict[str, Any]) -> list[dict[str, Any]]:

@@ -67,7 +67,13 @@ def driver_name(pipeline: Pipeline, epoch: int) -> str:
 
 def configmap_name(pipeline: Pipeline) -> str:
     """Name of the ConfigMap holding the pipeline spec for drivers."""
-    return _dns(pipeline.metadata.name, "-spec")
+    return spec_configmap_name(pipeline.metadata.name)
+
+
+def spec_configmap_name(name: str) -> str:
+    """Name of the spec ConfigMap of the pipeline object ``name`` (also when its spec does not
+    parse any more: the ConfigMap then holds the last spec a driver ran with)."""
+    return _dns(name, "-spec")
 
 
 def service_name(pipeline: Pipeline) -> str:

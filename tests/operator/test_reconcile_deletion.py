@@ -128,3 +128,33 @@ def test_a_dsn_value_libpq_refuses_after_parsing_never_reaches_the_event(scene: 
     message = scene.reconciler.finalize(scene.namespace, NAME)
     assert "FinalizedWithoutSink" in scene.events()
     assert secret not in message and secret not in scene.events()
+
+
+def test_deleting_after_an_edit_to_an_invalid_spec_recovers_with_the_last_launched_spec(
+    scene: Scene,
+) -> None:
+    scene.apply(metadata={"finalizers": [HOLD]}, suspend=False)
+    deadline = time.monotonic() + 60
+    while not scene.pods():
+        assert time.monotonic() < deadline, scene.get().get("status")
+        scene.reconcile()
+        time.sleep(1)
+    assert scene.control().fence_epoch(scene.key) == 1
+    # An edit the CRD accepts but the operator cannot run (an env reference on Kubernetes):
+    # rule 1 stops the driver, whose grace may expire mid-batch with a prepared transaction.
+    first = {
+        "name": "ledger",
+        "postgres": {
+            "dsn": {"secretKeyRef": {"name": "ledger-db", "key": "dsn"}},
+            "table": "public.ledger",
+        },
+    }
+    local = {"name": "audit", "postgres": {"dsn": {"env": "AUDIT_DSN"}, "table": "public.a"}}
+    sinks = [first, local]
+    scene.apply(metadata={"finalizers": [HOLD]}, suspend=False, sinks=sinks)
+    scene.reconcile()
+    assert scene.get()["status"]["reason"] == "InvalidSpec"
+    _delete(scene)
+    message = scene.reconciler.finalize(scene.namespace, NAME)
+    assert "nothing to resolve" not in message
+    assert (scene.control().fence_epoch(scene.key) or 0) >= 2, message
