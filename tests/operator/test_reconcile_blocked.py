@@ -189,3 +189,22 @@ def test_a_refused_pod_create_is_named_with_the_fix(reconcile_scene: Scene) -> N
     assert cond["status"] == "False" and "system:serviceaccount" in cond["message"]
     assert "PodForbidden:" in scene.events() and "grant the operator" in scene.events()
     assert scene.get()["status"]["restarts"] == 0
+
+
+def test_a_suspend_whose_recovery_fails_keeps_retrying_and_says_so(reconcile_scene: Scene) -> None:
+    scene = reconcile_scene
+    scene.apply(sinks=_sink("later-db"))  # suspended
+    for _ in range(3):
+        scene.reconcile()
+    status = scene.get()["status"]
+    assert status["phase"] == "Suspended"
+    assert "retrying" in status["message"] and "resolved" not in status["message"]
+    assert _condition(scene, "SinkReachable").get("reason") == "SecretMissing"
+    assert status.get("recoveredEpoch") is None and scene.pods() == []
+    _secret(scene, "later-db", dsn=scene.dsn)
+    _until(scene, "recovered", lambda: scene.get()["status"].get("recoveredEpoch") == 1, 60)
+    scene.reconcile()
+    status = scene.get()["status"]
+    assert status["phase"] == "Suspended" and "resolved" in status["message"]
+    assert _condition(scene, "SinkReachable")["status"] == "True"
+    assert scene.pods() == [] and scene.control().fence_epoch(scene.key) == 1
