@@ -38,10 +38,11 @@ LEADER_ELECTION: Rules = {
     ("", "events"): frozenset({"create"}),
 }
 
-# What a Spark driver does in its own namespace: manage its executors.
+# What a Spark driver does in its own namespace (client mode): its executor pods and their
+# configmap. No services: the operator creates the driver's Service, Spark creates none.
 DRIVER: Rules = {
     ("", resource): frozenset({"create", "delete", "get", "list", "watch"})
-    for resource in ("pods", "services", "configmaps")
+    for resource in ("pods", "configmaps")
 }
 
 

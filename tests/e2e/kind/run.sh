@@ -4,9 +4,12 @@
 # stream (once gracefully, once forced: a crash with a zombie window); then an audit of the
 # sink against the generator's truth. Exits non-zero on any mismatch or timeout.
 #
-#   tests/e2e/kind/run.sh [--keep] [--no-build]
-#     --keep      keep the cluster afterwards (prints how to reach it)
-#     --no-build  reuse the images eo-operator:e2e and eo-job:e2e already built
+#   tests/e2e/kind/run.sh [--keep] [--no-build] [--executors N]
+#     --keep         keep the cluster afterwards (prints how to reach it)
+#     --no-build     reuse the images eo-operator:e2e and eo-job:e2e already built
+#     --executors N  run the writer tasks on N Spark executor pods (default 0: in the driver);
+#                    one executor pod is also deleted in the middle of the stream, and the
+#                    run checks that executors ran tasks and belong to the last driver
 #
 # Needs Docker, kind, helm, kubectl and python3 (tests/e2e/kind/install-tools.sh installs the
 # pinned kind, helm and kubectl). Environment: EO_E2E_CLUSTER (default eo-e2e),
@@ -29,15 +32,24 @@ POSTGRES_POD=postgres-0
 # Pinned tools from install-tools.sh come first; the project's virtualenv kubectl is a fallback.
 export PATH="${EO_CACHE:-$HOME/.cache/eo}/e2e-tools/bin:$PATH:$ROOT/.venv/bin"
 
+EXECUTOR_SELECTOR=spark-role=executor
+
 keep=0
 build=1
-for arg in "$@"; do
-  case "$arg" in
+executors=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
     --keep) keep=1 ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) echo "run.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+    --executors)
+      [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "run.sh: --executors needs a number" >&2; exit 2; }
+      executors=$2
+      shift
+      ;;
+    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
+  shift
 done
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -65,6 +77,8 @@ diagnostics() {
     kubectl -n "$OPERATOR_NS" logs deployment/eo-operator --tail=300
     echo "--- driver logs"
     kubectl -n "$NS" logs -l "$DRIVER_SELECTOR" --all-containers --tail=300 --prefix
+    echo "--- executor logs"
+    kubectl -n "$NS" logs -l "$EXECUTOR_SELECTOR" --tail=100 --prefix
     echo "--- generator log"
     kubectl -n "$NS" logs job/gen-orders --tail=50
   } >"$WORK/diagnostics.txt" 2>&1 || true
@@ -195,6 +209,29 @@ assert_mid_stream() {
   log "disruption $1 in mid-stream: $seen of $EXPECTED orders in the sink, last batch $(status lastBatchId), epoch $(status epoch)"
 }
 
+# running_driver: the name of the driver pod in phase Running ("" if none).
+running_driver() {
+  kubectl -n "$NS" get pods -l "$DRIVER_SELECTOR" --field-selector=status.phase=Running \
+    -o 'jsonpath={.items[*].metadata.name}'
+}
+
+# shellcheck disable=SC2317 # called through wait_until "$@"
+executors_of_running_driver() {
+  phase_is_not_failed
+  local driver owners
+  driver="$(running_driver)"
+  [[ -n "$driver" && "$driver" != *" "* ]] || return 1
+  owners="$(kubectl -n "$NS" get pods -l "$EXECUTOR_SELECTOR" \
+    --field-selector=status.phase=Running \
+    -o 'jsonpath={range .items[*]}{.metadata.ownerReferences[0].name}{"\n"}{end}')"
+  [[ "$(grep -cx "$driver" <<<"$owners")" == "$executors" ]]
+}
+
+# shellcheck disable=SC2317 # called through wait_until "$@"
+executors_and_batch_at_least() {
+  executors_of_running_driver && running_with_batch_at_least "$1"
+}
+
 # delete_driver N KUBECTL-DELETE-FLAGS...: delete the driver pod(s); at least one must exist.
 delete_driver() {
   local n=$1
@@ -242,11 +279,27 @@ log "input written: $EXPECTED orders expected in the sink"
 kubectl -n "$NS" rollout status statefulset/postgres --timeout="${TIMEOUT}s"
 wait_until "table public.ledger" table_exists
 
-log "applying the pipeline"
-kubectl apply -f "$MANIFESTS/pipeline.yaml"
+log "applying the pipeline ($executors executor pods)"
+sed "s/^    instances: 0\$/    instances: $executors/" "$MANIFESTS/pipeline.yaml" >"$WORK/pipeline.yaml"
+grep -qx "    instances: $executors" "$WORK/pipeline.yaml" \
+  || fail "could not set spec.executors.instances in $WORK/pipeline.yaml"
+kubectl apply -f "$WORK/pipeline.yaml"
 wait_until "phase Running and lastBatchId >= 2" running_with_batch_at_least 2
 first_epoch="$(status epoch)"
 [[ "$first_epoch" =~ ^[0-9]+$ ]] || fail "status.epoch is not a number: '$first_epoch'"
+
+if ((executors > 0)); then
+  wait_until "$executors executor pods of the driver" executors_of_running_driver
+  assert_mid_stream "0 (an executor pod)"
+  victim="$(kubectl -n "$NS" get pods -l "$EXECUTOR_SELECTOR" -o 'jsonpath={.items[0].metadata.name}')"
+  kubectl -n "$NS" delete pod "$victim" --grace-period=0 --force
+  log "disruption 0: deleted executor $victim; Spark retries its tasks and replaces it"
+  batch="$(status lastBatchId)"
+  wait_until "a replacement executor and two more batches" \
+    executors_and_batch_at_least "$((batch + 2))"
+  [[ "$(status epoch)" == "$first_epoch" ]] \
+    || fail "an executor's loss restarted the driver (epoch $(status epoch), was $first_epoch)"
+fi
 
 assert_mid_stream 1
 delete_driver 1
@@ -262,6 +315,13 @@ wait_until "an epoch above $second_epoch and phase Running" running_with_epoch_a
 
 wait_until "all $EXPECTED orders in the sink" all_input_in_sink
 wait_idle
+
+if ((executors > 0)); then
+  wait_until "$executors executor pods of the last driver" executors_of_running_driver
+  finished="$(kubectl -n "$NS" logs -l "$EXECUTOR_SELECTOR" --tail=-1 | grep -c 'Finished task' || true)"
+  ((finished > 0)) || fail "no executor of the last driver logged a finished task"
+  log "the last driver's executors finished $finished tasks"
+fi
 
 log "auditing the sink"
 python3 "$HERE/audit.py" sql | kubectl -n "$NS" exec -i "$POSTGRES_POD" -- \

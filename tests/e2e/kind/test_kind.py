@@ -50,17 +50,15 @@ def kind_unavailable() -> bool:
     return shutil.which("kind", path=tool_path()) is None or not docker_engine_answers()
 
 
-@pytest.mark.timeout(RUN_TIMEOUT_SECONDS)
-def test_a_pipeline_on_kind_delivers_exactly_once_across_two_driver_pod_deletions(
-    tmp_path: Path,
-) -> None:
+def run_suite(tmp_path: Path, *args: str) -> str:
+    """``run.sh ARGS``, or a skip (a failure under ``EO_REQUIRE_KIND=1``) without Docker/kind."""
     if kind_unavailable():
         if os.environ.get(REQUIRE_ENV) == "1":
             pytest.fail(f"{SKIP_REASON} ({REQUIRE_ENV}=1 forbids skipping)")
         pytest.skip(SKIP_REASON)
     env = {**os.environ, "EO_E2E_WORKDIR": str(tmp_path)}
     result = subprocess.run(
-        [str(RUN)],
+        [str(RUN), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -71,3 +69,20 @@ def test_a_pipeline_on_kind_delivers_exactly_once_across_two_driver_pod_deletion
     tail = "\n".join(result.stdout.splitlines()[-150:])
     assert result.returncode == 0, f"run.sh exited {result.returncode}:\n{tail}"
     assert "RESULT: exactly once" in result.stdout, tail
+    return result.stdout
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS)
+def test_a_pipeline_on_kind_delivers_exactly_once_across_two_driver_pod_deletions(
+    tmp_path: Path,
+) -> None:
+    run_suite(tmp_path)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_SECONDS)
+def test_executor_pods_on_kind_survive_an_executor_and_two_driver_deletions_exactly_once(
+    tmp_path: Path,
+) -> None:
+    output = run_suite(tmp_path, "--executors", "2")
+    assert "disruption 0: deleted executor" in output
+    assert "the last driver's executors finished" in output
