@@ -32,7 +32,7 @@ from tests.operator.cluster_env import RELEASE, SYSTEM, Operator, Scene, make_sc
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-NAMESPACES = 3
+NAMESPACES = 4
 DRIVER_ACCOUNT = f"{RELEASE}-driver"
 EXECUTORS = {"instances": 2, "cores": 1, "memory": "512m"}
 _next = itertools.count()
@@ -218,9 +218,16 @@ def test_an_executor_deleted_in_the_middle_of_a_batch_is_retried_and_the_batch_c
         ),
     )
     _assert_exact(scene)
-    status = scene.status()
-    assert status.get("restarts", 0) == 0  # Spark retried the tasks; the driver never failed
-    assert status["lastBatchId"] > (batches_before or 0)
+    # Spark ran the lost task again (attempt 1) on an executor that was alive.
+    retried = [p for p in executor_pods(scene) if _RETRY.search(_log(scene, p))]
+    assert retried and victim["metadata"]["name"] not in {p["metadata"]["name"] for p in retried}
+    before = -1 if batches_before is None else int(batches_before)
+    _until(
+        scene,
+        "status shows the batch after the deletion",
+        lambda: int(scene.status().get("lastBatchId") or -1) > before,
+    )
+    assert scene.status().get("restarts", 0) == 0  # Spark retried; the driver never failed
 
 
 def _waiting_writers(dsn: str) -> int:
@@ -232,6 +239,7 @@ def _waiting_writers(dsn: str) -> int:
     return int(row[0]) if row else 0
 
 
+_RETRY = re.compile(r"Running task \d+\.1 in stage")
 _STARTED = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
 
 
@@ -277,3 +285,77 @@ def test_a_deleted_driver_takes_its_executors_and_the_new_epoch_gets_new_ones(
     _until(scene, "all records delivered", scene.all_delivered)
     _assert_exact(scene)
     assert all(tasks_finished(scene, p) > 0 for p in new), _diagnostics(scene)
+
+
+def _claim(scene: Scene, host: Path, name: str) -> None:
+    """A hostPath PersistentVolume pre-bound to claim ``name`` in the scene's namespace."""
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{scene.namespace}-{name}"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "hostPath": {"path": str(host), "type": "Directory"},
+            "claimRef": {"namespace": scene.namespace, "name": name},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": scene.namespace},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    items = {"kind": "List", "apiVersion": "v1", "items": [pv, pvc]}
+    scene.cluster.kubectl("apply", "-f", "-", input=json.dumps(items))
+
+
+def test_executors_read_a_files_source_from_the_drivers_claim_at_its_mount_path(
+    scene: Scene,
+) -> None:
+    # The input and checkpoint exist only on the volume: the host folder is bind-mounted at
+    # mount_path in each pod's own mount namespace, so an executor without the claim finds no
+    # input and the batch fails.
+    mount_path = f"/tmp/eo-exec-{secrets.token_hex(4)}/data"
+    _claim(scene, scene.work, "orders-data")
+    scene.add_files(3)
+    scene.apply(
+        executors=EXECUTORS,
+        driver={
+            "cores": 1,
+            "memory": "768m",
+            "serviceAccount": DRIVER_ACCOUNT,
+            "volumeClaim": "orders-data",
+            "volumeMountPath": mount_path,
+        },
+        source={
+            "files": {
+                "path": f"{mount_path}/in",
+                "format": "json",
+                "schema": "order_id BIGINT, merchant STRING, amount_cents BIGINT",
+                "maxFilesPerTrigger": 2,
+            }
+        },
+        checkpoint={"location": f"{mount_path}/checkpoint", "triggerIntervalSeconds": 1},
+    )
+    _until(scene, "two running executors", lambda: len(_running(executor_pods(scene))) == 2)
+    _until(scene, "all records delivered", scene.all_delivered)
+    _assert_exact(scene)
+    executors = _running(executor_pods(scene))
+    for pod in executors:
+        claims = {
+            v["persistentVolumeClaim"]["claimName"]
+            for v in pod["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        }
+        mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+        assert claims == {"orders-data"} and mount_path in mounts
+    # The executors read the input (file scans are tasks): their logs name the files.
+    assert any(f"file://{mount_path}/in/" in _log(scene, p) for p in executors), _diagnostics(scene)
+    assert (scene.work / "checkpoint" / "commits").is_dir()  # written through the mount
+    assert not Path(mount_path, "in").exists()  # the host sees no input at the mount path
