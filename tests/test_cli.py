@@ -40,6 +40,20 @@ def test_validate_prints_ok_for_the_example_and_fields_for_invalid_ones(repo_roo
     assert "spec.sinks[0].postgres.keyColumns" in bad.stderr
 
 
+def test_validate_refuses_a_literal_kafka_credential_and_accepts_it_by_reference(
+    repo_root: Path,
+) -> None:
+    bad = _eo("validate", str(repo_root / "examples/invalid/kafka-literal-jaas.yaml"))
+    assert bad.returncode == 3
+    assert "spec.source.kafka.options: key kafka.sasl.jaas.config carries a credential" in (
+        bad.stderr
+    )
+    assert "spec.source.kafka.secretOptions" in bad.stderr
+    assert "do-not-do-this" not in bad.stderr
+    ok = _eo("validate", str(repo_root / "examples/orders-kafka-sasl.yaml"))
+    assert ok.returncode == 0 and ok.stdout.startswith("OK "), ok.stderr
+
+
 def test_recover_fences_resolves_and_prints_a_json_summary(pg_dsn: str, tmp_path: Path) -> None:
     harness.create_table(pg_dsn)
     assert harness.run_in_child(pg_dsn, 1, [0, 1], "after-decision", fault_batch=1) == -9

@@ -26,6 +26,7 @@ from eo_jobs.protocol.errors import (
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.sinks.postgres.credentials import MissingCredentialError
 from eo_jobs.spec import InputError, SpecError
+from eo_jobs.spec.kafka import MissingKafkaCredentialError
 from eo_jobs.spec.s3 import MissingS3CredentialError
 
 EXIT_FAILED = 1
@@ -92,7 +93,9 @@ def explain(exc: BaseException, command: str, users: Sequence[str] = ()) -> tupl
         return EXIT_INVALID, str(exc)
     if isinstance(exc, InputError):
         return EXIT_NO_INPUT, f"eo: {exc}"
-    if isinstance(exc, MissingCredentialError | MissingS3CredentialError):
+    if isinstance(
+        exc, MissingCredentialError | MissingS3CredentialError | MissingKafkaCredentialError
+    ):
         return EXIT_USAGE, f"eo: {exc}"
     if isinstance(exc, ModuleNotFoundError):
         extra = _extra_of((exc.name or "").split(".")[0])

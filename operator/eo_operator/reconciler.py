@@ -20,6 +20,7 @@ import yaml
 
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
+from eo_jobs.spec.checks import credential_refs
 from eo_jobs.spec.models import Pipeline
 from eo_operator.blockers import SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
@@ -81,17 +82,12 @@ def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
         )
     except SpecError as exc:
         return None, "; ".join(str(p) for p in exc.problems)
-    for i, sink in enumerate(pipeline.spec.sinks):
-        if sink.postgres.dsn.secret_key_ref is None:
+    for path, ref in credential_refs(pipeline.spec):
+        if ref.secret_key_ref is None:
             return None, (
-                f"spec.sinks[{i}].postgres.dsn: on Kubernetes use secretKeyRef "
-                "{name, key}; env references only work for local runs"
+                f"{path}: on Kubernetes use secretKeyRef {{name, key}}; env references only "
+                "work for local runs"
             )
-    if pipeline.spec.control is not None and pipeline.spec.control.dsn.secret_key_ref is None:
-        return None, (
-            "spec.control.dsn: on Kubernetes use secretKeyRef {name, key}; env references "
-            "only work for local runs"
-        )
     return pipeline, None
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
-from eo_jobs.spec import pod_template, s3
+from eo_jobs.spec import kafka, pod_template, s3
 from eo_jobs.spec.models import API_VERSION, KIND, Pipeline
 
 LABEL_PIPELINE = "eo.dev/pipeline"
@@ -192,7 +192,8 @@ def driver_pod(
                 "valueFrom": {"secretKeyRef": {"name": control.name, "key": control.key}},
             }
         )
-    for variable, (secret, key) in sorted(s3.secret_env(spec.checkpoint).items()):
+    secret_env = s3.secret_env(spec.checkpoint) | kafka.secret_env(spec.source.kafka)
+    for variable, (secret, key) in sorted(secret_env.items()):
         env.append({"name": variable, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
     mounts = [{"name": "tmp", "mountPath": "/tmp"}]  # noqa: S108 (emptyDir)
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]

@@ -19,6 +19,7 @@ INVALID = {
     "s3-half-keys.yaml": "spec.checkpoint.s3.accessKeyId",
     "spark-conf-managed-key.yaml": "spec.sparkConf",
     "hadoop-conf-credential.yaml": "spec.hadoopConf",
+    "kafka-literal-jaas.yaml": "spec.source.kafka.options",
 }
 
 
@@ -37,6 +38,14 @@ def test_the_example_is_accepted_and_listed_with_its_printer_columns(
         assert column in header
     explained = crd_installed.kubectl("explain", "exactlyoncepipeline.spec.sinks.postgres.table")
     assert "schema.table" in explained.stdout
+
+
+def test_the_kafka_example_with_secret_options_is_accepted(
+    crd_installed: KubeCluster, repo_root: Path
+) -> None:
+    example = str(repo_root / "examples" / "orders-kafka-sasl.yaml")
+    crd_installed.kubectl("apply", "-f", example)
+    crd_installed.kubectl("delete", "-f", example, "--wait=false")
 
 
 @pytest.mark.parametrize(("name", "field"), sorted(INVALID.items()))

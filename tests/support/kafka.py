@@ -16,7 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -89,12 +89,22 @@ class KafkaBroker:
     Use as a context manager, or call `start()` and `stop()`.
     """
 
-    def __init__(self, workdir: Path, jars: Path, java: str | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        jars: Path,
+        java: str | None = None,
+        sasl_users: Mapping[str, str] | None = None,
+    ) -> None:
         self.workdir = workdir
         self.jars = jars
         self.java = java or _java()
         self.port = free_port()
         self.controller_port = free_port()
+        self.sasl_users = dict(sasl_users or {})
+        """Users (name -> password) of a second listener, SASL_PLAINTEXT with mechanism PLAIN;
+        the PLAINTEXT listener stays for the test's own clients (topics, producing)."""
+        self.sasl_port = free_port() if self.sasl_users else None
         self.log_path = workdir / "server.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
@@ -103,6 +113,13 @@ class KafkaBroker:
     def bootstrap_servers(self) -> str:
         """The `bootstrap.servers` value for clients of this broker."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The `bootstrap.servers` value of the SASL_PLAINTEXT listener (needs `sasl_users`)."""
+        if self.sasl_port is None:
+            raise BrokerSetupError("this broker has no SASL listener: pass sasl_users")
+        return f"127.0.0.1:{self.sasl_port}"
 
     def start(self, timeout: float = 90.0) -> None:
         """Format the storage, start the JVM, and return once the broker serves metadata."""
@@ -217,6 +234,17 @@ class KafkaBroker:
             "num.io.threads": "2",
             "background.threads": "2",
         }
+        if self.sasl_port is not None:
+            settings["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            settings["sasl.enabled.mechanisms"] = "PLAIN"
+            users = " ".join(
+                f'user_{name}="{password}"' for name, password in self.sasl_users.items()
+            )
+            settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            )
         properties = self.workdir / "server.properties"
         properties.write_text(
             "".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8"

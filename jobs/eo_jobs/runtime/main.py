@@ -42,7 +42,7 @@ from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
-from eo_jobs.spec import Pipeline, load_pipeline, parse_pipeline
+from eo_jobs.spec import Pipeline, kafka, load_pipeline, parse_pipeline
 from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee
 
 log = logging.getLogger("eo.run")
@@ -245,6 +245,9 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         spec.checkpoint.location,
     )
     dsns = sink_dsns(pipeline)
+    source_secrets = (
+        kafka.secret_options(spec.source.kafka, os.environ) if spec.source.kafka else {}
+    )
     wait_for_sinks(dsns, float(os.environ.get(SINK_WAIT_ENV, "600")))
     spark = build_session(spec, f"eo-{pipeline.metadata.namespace}-{pipeline.metadata.name}")
     columns = output_columns(spark, pipeline)
@@ -282,7 +285,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     listener = ProgressListener(pipeline.key, metrics)
     spark.streams.addListener(listener)
     writer = (
-        read_source(spark, spec)
+        read_source(spark, spec, source_secrets)
         .writeStream.foreachBatch(ForeachBatch(ctx))
         .option("checkpointLocation", spec.checkpoint.location)
         .queryName(pipeline.metadata.name)

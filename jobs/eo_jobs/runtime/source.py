@@ -7,6 +7,8 @@ that does not parse is routed to the dead-letter table by the batch writer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -79,7 +81,7 @@ def _files(spark: SparkSession, src: FilesSource) -> DataFrame:
     )
 
 
-def _kafka(spark: SparkSession, src: KafkaSource) -> DataFrame:
+def _kafka(spark: SparkSession, src: KafkaSource, secrets: Mapping[str, str]) -> DataFrame:
     schema = _struct(src.schema_)
     reader = (
         spark.readStream.format("kafka")
@@ -90,16 +92,22 @@ def _kafka(spark: SparkSession, src: KafkaSource) -> DataFrame:
     )
     if src.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", src.max_offsets_per_trigger)
-    for key, value in src.options.items():
+    for key, value in {**src.options, **secrets}.items():
         reader = reader.option(key, value)
     raw = reader.load().select(F.col("value").cast("string").alias(RAW))
     parsed = raw.select(F.col(RAW), _parse(F.col(RAW), src.format, schema).alias("p"))
     return _split(parsed, schema, src.format)
 
 
-def read_source(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
-    """The pipeline's input as a streaming DataFrame (declared columns + raw + error)."""
+def read_source(
+    spark: SparkSession, spec: PipelineSpec, secrets: Mapping[str, str] | None = None
+) -> DataFrame:
+    """The pipeline's input as a streaming DataFrame (declared columns + raw + error).
+
+    ``secrets``: the values of ``spec.source.kafka.secretOptions``, resolved from the
+    environment (``spec.kafka.secret_options``) before the session started.
+    """
     if spec.source.files is not None:
         return _files(spark, spec.source.files)
     assert spec.source.kafka is not None
-    return _kafka(spark, spec.source.kafka)
+    return _kafka(spark, spec.source.kafka, secrets or {})

@@ -63,6 +63,9 @@ def credential_refs(spec: PipelineSpec) -> Iterator[tuple[str, CredentialRef]]:
         yield f"spec.sinks[{i}].postgres.dsn", sink.postgres.dsn
     if spec.control is not None:
         yield "spec.control.dsn", spec.control.dsn
+    if spec.source.kafka is not None:
+        for option, ref in sorted(spec.source.kafka.secret_options.items()):
+            yield f"spec.source.kafka.secretOptions[{option}]", ref
     store = spec.checkpoint.s3
     if store is not None:
         if store.access_key_id is not None:

@@ -22,6 +22,8 @@ MANAGED_SPARK = {
     "spark.driver.bindAddress": "executors reach the driver through its Service",
     "spark.driver.port": "the driver Service exposes fixed ports",
     "spark.blockManager.port": "the driver Service exposes fixed ports",
+    "spark.driver.blockManager.port": "the driver Service exposes fixed ports",
+    "spark.ui.port": "the driver Service exposes the Spark UI at port 4040",
     "spark.driver.memory": "set spec.driver.memory",
     "spark.driver.cores": "set spec.driver.cores",
     "spark.executor.instances": "set spec.executors.instances",
@@ -48,6 +50,21 @@ MANAGED_HADOOP = {
 }
 SECRET_WORDS = ("secret", "password", "passwd", "token", "access.key", "credential", "sasl.jaas")
 """A key holding any of these is a credential: it belongs in a Secret, referenced by a field."""
+KAFKA_CREDENTIAL_WORDS = (
+    "sasl.jaas.config",
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "ssl.keystore.key",
+)
+"""A Kafka client option holding any of these (any case) carries a credential: the JAAS
+configuration with its SASL password, key and store passwords, a PEM private key, OAuth client
+secrets. It belongs in ``spec.source.kafka.secretOptions``, by reference. Narrower than
+``SECRET_WORDS``: ``sasl.oauthbearer.token.endpoint.url`` is a URL, not a token."""
+KAFKA_OPTION_KEY_PATTERN = r"^kafka(\.[a-z0-9]+)+$"
+"""Keys of ``secretOptions``: Kafka client settings as Spark's reader takes them (``kafka.``
+and the lower-case dotted name); the only ones Spark passes on to the Kafka consumer."""
 MAX_ENTRIES = 32
 KEYS_PER_RULE = 8
 """Exact keys checked by one CEL rule, to stay well inside the per-rule cost budget."""
@@ -96,3 +113,21 @@ def cel_rules(field: str) -> list[str]:
     words = " && ".join(f"!k.lowerAscii().contains('{word}')" for word in SECRET_WORDS)
     rules.append(f"!has(self.{field}) || self.{field}.all(k, {words})")
     return rules
+
+
+def kafka_option_refusals(options: Mapping[str, str]) -> list[str]:
+    """Why each key of ``spec.source.kafka.options`` that carries a credential is refused."""
+    return [
+        f"key {key} carries a credential: put its value in a Secret and reference it from "
+        f"spec.source.kafka.secretOptions, e.g. {key}: {{secretKeyRef: {{name: SECRET, key: "
+        "KEY}} (or env: VARIABLE for a local eo run); plain option values end up in the "
+        "pipeline object, its ConfigMap and every copy of the spec"
+        for key in sorted(options)
+        if any(word in key.lower() for word in KAFKA_CREDENTIAL_WORDS)
+    ]
+
+
+def kafka_option_cel_rule() -> str:
+    """The CRD's CEL rule for ``spec.source.kafka.options``: the same refusal."""
+    words = " && ".join(f"!k.lowerAscii().contains('{word}')" for word in KAFKA_CREDENTIAL_WORDS)
+    return f"!has(self.options) || self.options.all(k, {words})"

@@ -11,6 +11,7 @@ objects that bypassed the schema (an older CRD, a local YAML file).
 from __future__ import annotations
 
 import enum
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
@@ -141,6 +142,31 @@ class FilesSource(Model):
 class KafkaSource(Model):
     """Kafka topics read with Spark's Kafka connector; offsets live in the Spark checkpoint."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                conf.kafka_option_cel_rule(),
+                "options may not carry credentials (sasl.jaas.config, passwords, secrets, "
+                "private keys): put the value in a Secret and reference it from "
+                "secretOptions: {KEY: {secretKeyRef: {name: SECRET, key: KEY}}}",
+                ".options",
+            ),
+            (
+                "!has(self.secretOptions) || self.secretOptions.all(k, "
+                f"k.matches('{conf.KAFKA_OPTION_KEY_PATTERN.replace(chr(92), chr(92) * 2)}'))",
+                "secretOptions keys are Kafka client settings as Spark's reader takes them: "
+                "kafka. and the lower-case dotted name, e.g. kafka.sasl.jaas.config",
+                ".secretOptions",
+            ),
+            (
+                "!has(self.secretOptions) || !has(self.options) || "
+                "self.secretOptions.all(k, !(k in self.options))",
+                "a key may be in options or in secretOptions, not in both",
+                ".secretOptions",
+            ),
+        )
+    )
+
     bootstrap_servers: Annotated[str, StringConstraints(min_length=1)]
     """Comma-separated host:port list of brokers."""
     topics: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)]
@@ -153,8 +179,39 @@ class KafkaSource(Model):
     """Encoding of the record value."""
     schema_: Annotated[str, StringConstraints(min_length=1)] = Field(alias="schema")
     """Spark DDL schema of the decoded record value."""
-    options: dict[str, str] = Field(default_factory=dict)
-    """Extra options passed to the Kafka source (e.g. kafka.security.protocol)."""
+    options: Annotated[dict[str, str], Field(max_length=conf.MAX_ENTRIES)] = Field(
+        default_factory=dict
+    )
+    """Extra options passed to the Kafka source (e.g. kafka.security.protocol,
+    kafka.sasl.mechanism). Options that carry credentials are refused: use secretOptions."""
+    secret_options: Annotated[dict[str, CredentialRef], Field(max_length=conf.MAX_ENTRIES)] = Field(
+        default_factory=dict
+    )
+    """Kafka options whose values are credentials, each by reference: e.g.
+    kafka.sasl.jaas.config, kafka.ssl.truststore.password, kafka.ssl.keystore.password,
+    kafka.ssl.key.password. The operator passes a secretKeyRef to the driver as an environment
+    variable (never into the spec's ConfigMap); the driver hands the value to Spark's reader."""
+
+    @model_validator(mode="after")
+    def _credentials_by_reference(self) -> KafkaSource:
+        refused = conf.kafka_option_refusals(self.options)
+        if refused:
+            raise FieldError("options", refused[0])
+        for key in sorted(self.secret_options):
+            if not re.fullmatch(conf.KAFKA_OPTION_KEY_PATTERN, key):
+                raise FieldError(
+                    "secretOptions",
+                    f"key {key}: secretOptions keys are Kafka client settings as Spark's reader "
+                    "takes them: kafka. and the lower-case dotted name, e.g. "
+                    "kafka.sasl.jaas.config",
+                )
+            if key in self.options:
+                raise FieldError(
+                    "secretOptions",
+                    f"key {key} is in both options and secretOptions: keep it only in "
+                    "secretOptions",
+                )
+        return self
 
 
 class Source(Model):
