@@ -156,6 +156,16 @@ class Kube:
         )
         return [self._plain(p) for p in pods.items]
 
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        """A Node (cluster-scoped: the chart grants ``get`` on nodes), or None when it is gone."""
+        try:
+            node = self.core.read_node(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return self._plain(node)
+
     def apply(self, manifest: dict[str, Any]) -> None:
         """Create a Pod, ConfigMap or Service; replace a ConfigMap that exists."""
         kind = manifest["kind"]

@@ -6,8 +6,9 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | # | observation | plan |
 | --- | --- | --- |
 | 1 | spec invalid | phase Failed (InvalidSpec), stop the driver |
-| 2 | driver lost: phase Unknown or stuck Terminating | recover (fence), force-delete, restart |
-|  |  | (counted once per lost pod; under suspend: no restart, no launch) |
+| 2 | driver lost: its node not Ready past the node-lost | recover (fence), force-delete, restart |
+|  | grace, stuck Terminating, or phase Unknown | (counted once per lost pod; under suspend: |
+|  |  | no restart, no launch) |
 | 3 | suspend and a driver exists | Stopping: graceful delete (batch boundary) |
 | 4 | suspend and no driver | recover (again until it finished), then Suspended |
 | 5 | driver of an older epoch | delete it (a zombie of a past launch) |
@@ -55,6 +56,9 @@ from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SIN
 from eo_jobs.spec.models import PipelineSpec
 
 STUCK_TERMINATING_GRACE = timedelta(seconds=30)
+NODE_LOST_GRACE_SECONDS = 30
+"""Default of the operator's node-lost grace (``EO_NODE_LOST_GRACE_SECONDS``): how long a driver
+may sit on a node that is not Ready before it is fenced and replaced."""
 LOST = "DriverLost"
 SUSPENDED_MESSAGE = "driver stopped; in-doubt transactions resolved"
 TERMINATED = ("Succeeded", "Failed")
@@ -91,6 +95,15 @@ class DriverPod:
     reason once it exited (Error, OOMKilled, ...)."""
     message: str = ""
     """The waiting message, or the terminated container's termination message."""
+    node: str = ""
+    """The node the pod is bound to (``spec.nodeName``)."""
+    node_problem: str = ""
+    """What is wrong with that node, observed once the pod stopped being Ready
+    (``Ready=Unknown (NodeStatusUnknown: ...)``: the node lifecycle controller heard nothing
+    from its kubelet; ``Ready=False (...)``; ``gone``); empty while the node is Ready."""
+    node_problem_since: datetime | None = None
+    """When the node stopped being Ready (its Ready condition's last transition); None with a
+    problem means since an unknown time, longer than any grace."""
 
     @property
     def terminated(self) -> bool:
@@ -160,6 +173,9 @@ class Observation:
     failed: tuple[DriverPod, ...] = ()
     """Exited pods of older epochs than ``driver`` (not fenced, not being deleted): failed
     drivers kept for their logs."""
+    node_lost_grace: timedelta = timedelta(seconds=NODE_LOST_GRACE_SECONDS)
+    """How long the driver's node may be not Ready before the driver counts as lost (rule 2):
+    an operator setting, not part of the spec."""
 
 
 class Kind(enum.StrEnum):
@@ -325,8 +341,9 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     spec = obs.spec
 
     # 2. a driver we cannot trust to be dead: fence before anything else
-    if pod is not None and (pod.phase == "Unknown" or _stuck(pod, obs.now)):
-        return _lost(obs, spec, pod)
+    lost = _lost_because(pod, obs) if pod is not None else ""
+    if pod is not None and lost:
+        return _lost(obs, spec, pod, lost)
 
     # 3./4. suspend
     if spec.suspend:
@@ -421,6 +438,7 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
         reason = "Running" if phase is Phase.RUNNING else mem.reason
         if mem.phase is Phase.FAILED and phase is Phase.STARTING:
             reason = "Launched"
+        message, requeue = _healthy(pod, obs)
         return Plan(
             replace(
                 mem,
@@ -428,10 +446,10 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
                 epoch=pod.epoch,
                 restarts=restarts,
                 reason=reason,
-                message=f"driver {pod.name} (epoch {pod.epoch}) is {pod.phase}",
+                message=message,
             ),
             [],
-            5.0,
+            requeue,
         )
 
     if pod is not None:
@@ -481,7 +499,51 @@ def _blocked(obs: Observation, spec: PipelineSpec, blocked: Blocked, launch: Pla
     return Plan(memory, [*first, *launch.actions], 10.0)
 
 
-def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod) -> Plan:
+def _healthy(pod: DriverPod, obs: Observation) -> tuple[str, float]:
+    """Status message and requeue of rule 8; a node that is not Ready (within the node-lost
+    grace, or rule 2 would have applied) is said, and looked at again when the grace ends."""
+    message = f"driver {pod.name} (epoch {pod.epoch}) is {pod.phase}"
+    if not pod.node_problem or pod.node_problem_since is None:
+        return message, 5.0
+    left = (pod.node_problem_since + obs.node_lost_grace - obs.now).total_seconds()
+    return (
+        f"{message}; its node {pod.node} is {pod.node_problem}: the driver is replaced in "
+        f"{left:.0f}s unless the node recovers",
+        min(5.0, max(0.5, left)),
+    )
+
+
+def _lost_because(pod: DriverPod, obs: Observation) -> str:
+    """Why rule 2 applies to ``pod`` (the driver may be running where nobody can stop it), or "".
+
+    * Its node has not been Ready for longer than the node-lost grace. Kubernetes never says
+      more than that about a partitioned or dead node: the node lifecycle controller marks the
+      node Ready=Unknown and the pod Ready=False, and a graceful delete stays Terminating for
+      as long as the node is away. A process there may still run and write, which the fence
+      makes harmless, so acting early is safe; the grace only rides out short blips.
+    * It has been terminating for longer than its grace plus ``STUCK_TERMINATING_GRACE``.
+    * Phase Unknown: deprecated and never set by the kubelet since 2015, but a pod that says
+      it is of unknown state is not trusted either.
+
+    A pod whose container has exited (Succeeded/Failed) runs nothing: its node does not matter.
+    """
+    if pod.node_problem and not pod.terminated:
+        since = pod.node_problem_since
+        if since is None:
+            return f"its node {pod.node} is {pod.node_problem}"
+        if obs.now - since > obs.node_lost_grace:
+            seconds = (obs.now - since).total_seconds()
+            return f"its node {pod.node} is {pod.node_problem} for {seconds:.0f}s"
+    if _stuck(pod, obs.now):
+        assert pod.deleting_since is not None
+        seconds = (obs.now - pod.deleting_since).total_seconds()
+        return f"terminating for {seconds:.0f}s, its grace is {pod.grace_seconds}s"
+    if pod.phase == "Unknown":
+        return "pod phase Unknown"
+    return ""
+
+
+def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod, why: str) -> Plan:
     """Rule 2: fence the lost driver, force-delete it, launch the next one (not under suspend).
 
     The lost pod is recorded as the last failure: while its recovery is retried (sink down,
@@ -490,9 +552,7 @@ def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod) -> Plan:
     """
     mem = obs.memory
     epoch = next_epoch(obs)
-    message = (
-        f"driver {pod.name} is unreachable (pod phase {pod.phase}); fenced it with epoch {epoch}"
-    )
+    message = f"driver {pod.name} is lost ({why}); fenced it with epoch {epoch}"
     actions = [
         Action(Kind.RECOVER, epoch=epoch, reason="DriverLost"),
         Action(Kind.FORCE_DELETE_POD, pod=pod.name, reason="DriverLost"),
@@ -509,9 +569,7 @@ def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod) -> Plan:
         failed_generation=obs.generation,
         reason="DriverLost",
         message=message,
-        failure=mem.failure
-        if counted
-        else Failure(pod.name, LOST, None, f"pod phase {pod.phase}", obs.now),
+        failure=mem.failure if counted else Failure(pod.name, LOST, None, why, obs.now),
     )
     actions.append(Action(Kind.LAUNCH, epoch=epoch, reason="DriverLost"))
     if not counted:

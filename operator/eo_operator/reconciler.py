@@ -13,10 +13,11 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
@@ -27,6 +28,7 @@ from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import (
+    NODE_LOST_GRACE_SECONDS,
     Action,
     Blocked,
     DriverPod,
@@ -72,6 +74,14 @@ class Settings:
         default_factory=lambda: float(os.environ.get("EO_DELETE_SINK_TIMEOUT_SECONDS", "300"))
     )
     """How long a deletion retries an unreachable sink before it lets go with a Warning."""
+    node_lost_grace_seconds: int = field(
+        default_factory=lambda: int(
+            os.environ.get("EO_NODE_LOST_GRACE_SECONDS", str(NODE_LOST_GRACE_SECONDS))
+        )
+    )
+    """How long a driver's node may be not Ready (partitioned, dead, kubelet down) before the
+    driver is fenced, force-deleted and relaunched elsewhere; also the ``tolerationSeconds``
+    of the driver pods' ``unreachable``/``not-ready`` tolerations."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
@@ -138,7 +148,46 @@ def _driver_pod(pod: dict[str, Any]) -> DriverPod:
         created_at=_opt_time(meta.get("creationTimestamp")),
         reason=reason or status.get("reason") or "",
         message=message or status.get("message") or "",
+        node=(pod.get("spec") or {}).get("nodeName") or "",
     )
+
+
+def suspect_node(pod: dict[str, Any]) -> str | None:
+    """The node to look at for a driver pod that should run but is not Ready, else None.
+
+    When a node stops reporting, the node lifecycle controller marks its pods Ready=False (the
+    pod's phase stays Running: the kubelet that would change it is the one that is away), so a
+    pod that is Ready costs no node read; one that is not (Pending, or Running and marked) is
+    checked against its node's own Ready condition.
+    """
+    status = pod.get("status") or {}
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or status.get("phase") in ("Succeeded", "Failed"):
+        return None
+    ready = _condition(status, "Ready")
+    return None if ready is not None and ready.get("status") == "True" else str(node)
+
+
+def node_problem(pod: dict[str, Any], node: dict[str, Any] | None) -> tuple[str, datetime | None]:
+    """What is wrong with the pod's node and since when; ``("", None)`` for a Ready node.
+
+    The time is the node's Ready transition (when the lifecycle controller, or the kubelet,
+    said it stopped being Ready); for a node object that is gone, the pod's own Ready
+    transition, if any.
+    """
+    if node is None:
+        ready = _condition(pod.get("status") or {}, "Ready")
+        return "gone", _opt_time((ready or {}).get("lastTransitionTime"))
+    ready = _condition(node.get("status") or {}, "Ready")
+    if ready is None or ready.get("status") == "True":
+        return "", None
+    why = ": ".join(str(ready[k]) for k in ("reason", "message") if ready.get(k))
+    problem = f"Ready={ready.get('status')}" + (f" ({why})" if why else "")
+    return problem, _opt_time(ready.get("lastTransitionTime"))
+
+
+def _condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _waiting(status: dict[str, Any], state: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -175,6 +224,7 @@ class Reconciler:
         self._health_at: dict[tuple[str, str], float] = {}
         self._tallies: dict[tuple[str, str], BatchTally] = {}
         self._blocked: dict[tuple[str, str], Blocked] = {}
+        self._nodes_forbidden = False
 
     def reconcile(self, namespace: str, name: str) -> float:
         """One pass; returns seconds until the next one.
@@ -195,7 +245,7 @@ class Reconciler:
         pipeline, error = parse(obj)
         pods = self.kube.driver_pods(namespace, name)
         observed = observe_driver(pods)
-        driver = observed.driver
+        driver = self._with_node(observed.driver, pods)
         for pod_name in observed.stale:
             self.kube.delete_pod(namespace, pod_name)
         annotations = obj["metadata"].get("annotations") or {}
@@ -210,6 +260,7 @@ class Reconciler:
             memory=self._with_blocker(namespace, name, memory_from_status(obj.get("status") or {})),
             driver=driver,
             failed=observed.failed,
+            node_lost_grace=timedelta(seconds=self.settings.node_lost_grace_seconds),
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -231,6 +282,29 @@ class Reconciler:
             for action in result.actions:
                 self._simple(obj, action)
         return result.requeue_seconds
+
+    def _with_node(
+        self, driver: DriverPod | None, pods: list[dict[str, Any]]
+    ) -> DriverPod | None:
+        """The driver with its node's problem, read only when the pod is not Ready."""
+        pod = next((p for p in pods if driver and p["metadata"]["name"] == driver.name), None)
+        node_name = suspect_node(pod) if pod is not None else None
+        if driver is None or pod is None or node_name is None:
+            return driver
+        try:
+            node = self.kube.get_node(node_name)
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            if not self._nodes_forbidden:
+                log.warning(
+                    "may not read nodes (HTTP 403): a driver on a lost node is only replaced "
+                    "once its deletion is stuck; grant `get` on nodes (the chart does)"
+                )
+                self._nodes_forbidden = True
+            return driver
+        problem, since = node_problem(pod, node)
+        return replace(driver, node_problem=problem, node_problem_since=since)
 
     def _observe_pass(
         self,
@@ -412,7 +486,9 @@ class Reconciler:
         """
         image = pipeline.spec.driver.image or self.settings.job_image
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
-        pod = driver_pod(pipeline, obj, epoch, image, account)
+        pod = driver_pod(
+            pipeline, obj, epoch, image, account, self.settings.node_lost_grace_seconds
+        )
         obj = (
             self.kube.patch_status(
                 obj,

@@ -155,10 +155,34 @@ def k8s_memory(spark_memory: str, overhead: float = 1.4) -> str:
     return f"{int(mib * overhead) + 256}Mi"
 
 
+NODE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+"""The NoExecute taints the node lifecycle controller puts on a node that is not Ready."""
+
+
+def node_tolerations(seconds: int) -> list[dict[str, Any]]:
+    """Tolerate a not-Ready node for ``seconds`` (the operator's node-lost grace), not 300.
+
+    Without them the DefaultTolerationSeconds admission plugin gives every pod 300 s, and for
+    five minutes a driver on a lost node looks Running. With them the taint eviction controller
+    deletes the pod when the operator's grace runs out too, which marks it for people
+    (``DisruptionTarget``) and lets a returning kubelet stop the process.
+    """
+    return [
+        {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds}
+        for key in NODE_TAINTS
+    ]
+
+
 def driver_pod(
-    pipeline: Pipeline, obj: dict[str, Any], epoch: int, image: str, service_account: str | None
+    pipeline: Pipeline,
+    obj: dict[str, Any],
+    epoch: int,
+    image: str,
+    service_account: str | None,
+    node_lost_seconds: int = 30,
 ) -> dict[str, Any]:
-    """The driver Pod of ``epoch``: non-root, read-only root filesystem, secrets by reference."""
+    """The driver Pod of ``epoch``: non-root, read-only root filesystem, secrets by reference,
+    replaced ``node_lost_seconds`` after its node stops being Ready."""
     spec = pipeline.spec
     env: list[dict[str, Any]] = [
         {
@@ -257,6 +281,7 @@ def driver_pod(
                 }
             ],
             "volumes": volumes,
+            "tolerations": node_tolerations(node_lost_seconds),
         },
     }
     if service_account:

@@ -46,7 +46,8 @@ def test_the_template_adds_scheduling_volumes_a_sidecar_and_driver_settings() ->
 
     assert meta["labels"]["team"] == "payments" and meta["annotations"]["owner"] == "ledger"
     assert spec["nodeSelector"] == {"pool": "spark"}
-    assert spec["tolerations"][0]["key"] == "spark"
+    assert spec["tolerations"][-1]["key"] == "spark"
+    assert spec["tolerations"][:-1] == plain["spec"]["tolerations"]
     names = [v["name"] for v in spec["volumes"]]
     assert names[0] == "tmp" and names[-1] == "certs"
     assert sidecar == {"name": "log-shipper", "image": "fluent-bit:3"}
@@ -72,3 +73,18 @@ def test_what_eo_owns_stays_as_eo_built_it() -> None:
     assert shaped["spec"]["securityContext"]["runAsNonRoot"] is True
     assert shaped["spec"]["restartPolicy"] == "Never"
     assert shaped["spec"]["serviceAccountName"] == "eo-driver"
+
+
+def test_a_driver_tolerates_a_node_that_is_not_ready_for_the_node_lost_grace_not_300s() -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    owner = {"metadata": {"name": "orders-ledger", "uid": "u-1"}}
+    pod = driver_pod(parse_pipeline(doc), owner, 4, "eo-job:test", "eo-driver", 45)
+    assert pod["spec"]["tolerations"] == [
+        {
+            "key": f"node.kubernetes.io/{taint}",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 45,
+        }
+        for taint in ("unreachable", "not-ready")
+    ]
