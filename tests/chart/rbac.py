@@ -30,6 +30,8 @@ OPERATOR_NAMESPACED: Rules = {
 }
 # kopf reads CRDs in either mode (a cluster-scoped resource).
 KOPF_DISCOVERY: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): _READ}
+# In either mode: the operator reads the node of a driver pod that is not Ready.
+NODE_HEALTH: Rules = {("", "nodes"): frozenset({"get"})}
 # Cluster-wide mode only: kopf follows namespaces.
 KOPF_CLUSTER: Rules = {("", "namespaces"): _READ}
 # In the release namespace only: the leader-election Lease and the events on it.
@@ -109,8 +111,10 @@ def operator_expected(watch_namespaces: list[str], release_namespace: str) -> se
     """The operator's complete grants in cluster-wide mode (no namespaces) or namespaced mode."""
     expected = grants_of(LEADER_ELECTION, release_namespace)
     if not watch_namespaces:
-        return expected | grants_of(OPERATOR_NAMESPACED | KOPF_DISCOVERY | KOPF_CLUSTER, CLUSTER)
-    expected |= grants_of(KOPF_DISCOVERY, CLUSTER)
+        return expected | grants_of(
+            OPERATOR_NAMESPACED | KOPF_DISCOVERY | NODE_HEALTH | KOPF_CLUSTER, CLUSTER
+        )
+    expected |= grants_of(KOPF_DISCOVERY | NODE_HEALTH, CLUSTER)
     for namespace in watch_namespaces:
         expected |= grants_of(OPERATOR_NAMESPACED, namespace)
     return expected

@@ -141,3 +141,13 @@ def test_a_null_uid_renders_no_run_as_user() -> None:
     )
     assert _uids(spec) == {}
     assert spec["securityContext"]["runAsNonRoot"] is True
+
+
+def test_the_node_lost_grace_is_a_value_the_operator_gets_and_extra_env_cannot_replace() -> None:
+    assert _env(_pod())["EO_NODE_LOST_GRACE_SECONDS"]["value"] == "30"
+    spec = _pod("operator.nodeLostGraceSeconds=45")
+    assert _env(spec)["EO_NODE_LOST_GRACE_SECONDS"]["value"] == "45"
+    with pytest.raises(helm_python.HelmRenderError, match="EO_NODE_LOST_GRACE_SECONDS"):
+        _pod("operator.extraEnv[0].name=EO_NODE_LOST_GRACE_SECONDS", "operator.extraEnv[0].value=x")
+    with pytest.raises(helm_python.HelmValuesError):
+        _pod("operator.nodeLostGraceSeconds=-1")

@@ -64,14 +64,15 @@ def test_cluster_wide_the_operator_gets_exactly_the_reviewed_cluster_grants() ->
     assert rbac.describe(granted) == rbac.describe(expected)
 
 
-def test_namespaced_the_operator_gets_roles_per_namespace_and_only_crd_reads_cluster_wide() -> None:
+def test_namespaced_the_operator_gets_roles_per_namespace_and_only_crd_and_node_reads() -> None:
     objects = render(set_values("operator.watchNamespaces={team-a,team-b}"))
     granted = rbac.granted(objects, "eo-operator", NAMESPACE)
     assert rbac.describe(granted) == rbac.describe(
         rbac.operator_expected(["team-a", "team-b"], NAMESPACE)
     )
     cluster_wide = {grant for grant in granted if grant.scope == rbac.CLUSTER}
-    assert {grant.resource for grant in cluster_wide} == {"customresourcedefinitions"}
+    assert {grant.resource for grant in cluster_wide} == {"customresourcedefinitions", "nodes"}
+    assert {grant.verb for grant in cluster_wide if grant.resource == "nodes"} == {"get"}
 
 
 def test_secrets_are_only_ever_read_one_by_one() -> None:
