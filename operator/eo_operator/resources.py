@@ -29,6 +29,9 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 SPEC_KEY = "pipeline.yaml"
 JOB_UID = 10001
 MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}
+UI_PORT = 4040
+"""The Spark UI (``spark.ui.port``, pinned by the driver): ``kubectl port-forward svc/<driver
+Service> 4040`` reaches it."""
 
 
 def spec_hash(pipeline: Pipeline) -> str:
@@ -123,7 +126,7 @@ def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def driver_service(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
-    """Headless Service for the driver's RPC, block manager and metrics ports."""
+    """Headless Service for the driver's RPC, block manager, metrics and Spark UI ports."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -140,6 +143,7 @@ def driver_service(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
                 {"name": "driver", "port": 7078},
                 {"name": "blockmanager", "port": 7079},
                 {"name": "metrics", "port": pipeline.spec.driver.metrics_port},
+                {"name": "ui", "port": UI_PORT},
             ],
         },
     }
@@ -264,6 +268,7 @@ def driver_pod(
                         {"name": "metrics", "containerPort": spec.driver.metrics_port},
                         {"name": "driver", "containerPort": 7078},
                         {"name": "blockmanager", "containerPort": 7079},
+                        {"name": "ui", "containerPort": UI_PORT},
                     ],
                     "resources": {
                         "requests": {"cpu": str(spec.driver.cores), "memory": memory},

@@ -87,22 +87,32 @@ def _with_conf(spark: dict[str, str], hadoop: dict[str, str]) -> PipelineSpec:
 
 def test_user_spark_and_hadoop_settings_reach_spark_and_override_eos_defaults() -> None:
     spec = _with_conf(
-        {"spark.sql.shuffle.partitions": "7", "spark.ui.enabled": "true"},
+        {"spark.sql.shuffle.partitions": "7", "spark.ui.enabled": "false"},
         {"fs.gs.project.id": "ledger-prod"},
     )
 
     conf = spark_conf(spec, "app", environ={})
 
     assert conf["spark.sql.shuffle.partitions"] == "7"
-    assert conf["spark.ui.enabled"] == "true"
+    assert conf["spark.ui.enabled"] == "false"
     assert conf["spark.hadoop.fs.gs.project.id"] == "ledger-prod"
     assert conf["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_the_spark_ui_is_on_read_only_at_the_port_the_driver_service_exposes() -> None:
+    conf = spark_conf(_with_conf({}, {}), "app", environ={})
+
+    assert conf["spark.ui.enabled"] == "true"
+    assert conf["spark.ui.port"] == "4040"
+    assert conf["spark.ui.killEnabled"] == "false"
 
 
 @pytest.mark.parametrize(
     ("field", "key", "hint"),
     [
         ("sparkConf", "spark.master", "spec.executors"),
+        ("sparkConf", "spark.ui.port", "4040"),
+        ("sparkConf", "spark.driver.blockManager.port", "fixed ports"),
         ("sparkConf", "spark.executor.memory", "spec.executors.memory"),
         ("sparkConf", "spark.kubernetes.executor.podTemplateFile", "spec.driver"),
         ("sparkConf", "spark.hadoop.fs.s3a.endpoint", "spec.hadoopConf"),

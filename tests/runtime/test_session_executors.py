@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from eo_jobs.runtime.session import BLOCK_MANAGER_PORT, DRIVER_PORT, spark_conf
+from eo_jobs.runtime.session import BLOCK_MANAGER_PORT, DRIVER_PORT, UI_PORT, spark_conf
 from eo_jobs.spec import parse_pipeline
 from eo_jobs.spec.models import Pipeline
 from eo_operator import resources
@@ -68,6 +68,11 @@ def test_the_driver_service_and_container_declare_the_ports_spark_listens_on() -
     for ports in (service_ports, container_ports):
         assert ports["driver"] == DRIVER_PORT
         assert ports["blockmanager"] == BLOCK_MANAGER_PORT
+        assert (
+            ports["ui"]
+            == UI_PORT
+            == int(spark_conf(pipeline.spec, "app", POD_ENV)["spark.ui.port"])
+        )
 
 
 def test_executors_mount_the_drivers_claim_where_the_driver_has_it() -> None:

@@ -250,6 +250,9 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     )
     wait_for_sinks(dsns, float(os.environ.get(SINK_WAIT_ENV, "600")))
     spark = build_session(spec, f"eo-{pipeline.metadata.namespace}-{pipeline.metadata.name}")
+    ui = spark.sparkContext.uiWebUrl
+    if ui:
+        log.info("Spark UI at %s (kubectl port-forward to the driver Service's port ui)", ui)
     columns = output_columns(spark, pipeline)
     check_sinks(pipeline, dsns, columns)
     first_dsn = dsns[spec.sinks[0].name]

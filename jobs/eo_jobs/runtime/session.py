@@ -27,6 +27,8 @@ DRIVER_PORT = 7078
 """The driver's RPC port (executors register here); the driver Service's ``driver`` port."""
 BLOCK_MANAGER_PORT = 7079
 """The driver's block manager port; the driver Service's ``blockmanager`` port."""
+UI_PORT = 4040
+"""The Spark UI's port; the driver Service's and container's ``ui`` port."""
 DATA_VOLUME = "data"
 """Volume name of ``spec.driver.volumeClaim`` on the driver pod, and on executors."""
 
@@ -56,7 +58,10 @@ def spark_conf(
     # eo's defaults, then the user's settings, then what eo manages (validation refuses those
     # keys in sparkConf/hadoopConf; here they win anyway).
     conf: dict[str, str] = {
-        "spark.ui.enabled": "false",
+        # The UI is on (sparkConf spark.ui.enabled: "false" turns it off) and read-only: it
+        # has no authentication, and a job killed from it fails the batch attempt.
+        "spark.ui.enabled": "true",
+        "spark.ui.killEnabled": "false",
         "spark.sql.shuffle.partitions": str(max(2, spec.driver.cores * 2)),
         **spec.spark_conf,
         **{f"spark.hadoop.{key}": value for key, value in spec.hadoop_conf.items()},
@@ -68,6 +73,9 @@ def spark_conf(
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.task.maxFailures": str(TASK_MAX_FAILURES),
         "spark.speculation": "false",
+        # The port the driver container and Service declare (another process holding it, as on
+        # a machine running several drivers, moves the UI to the next free one).
+        "spark.ui.port": str(UI_PORT),
         # Writer tasks import eo_jobs: run them with this interpreter, not whatever python3 is
         # first on PATH.
         "spark.pyspark.python": env.get("PYSPARK_PYTHON", sys.executable),
