@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark import SparkContext
 
 from eo_jobs.protocol.xa import PreparedTransactions
@@ -31,6 +32,22 @@ log = logging.getLogger("eo.attempts")
 
 POLL_SECONDS = 0.5
 ENDED_BADLY = ("FAILED", "KILLED")
+
+
+def stage_attempts(store: Any, stage: int) -> range:
+    """The attempt numbers of ``stage`` in Spark's status store so far.
+
+    A job lists all its stage ids when it starts, but a stage enters the store only when it is
+    submitted (a shuffle's reduce stage waits for its map stage; a skipped stage never does):
+    the store then raises NoSuchElementException ("No stage with id N"). Such a stage has no
+    attempt yet, and the next poll sees it once it has one.
+    """
+    try:
+        return range(store.lastStageAttempt(stage).attemptId() + 1)
+    except Py4JJavaError as exc:
+        if exc.java_exception.getClass().getName() == "java.util.NoSuchElementException":
+            return range(0)
+        raise
 
 
 class FailedAttempts:
@@ -77,8 +94,7 @@ class FailedAttempts:
             if info.isEmpty():
                 continue
             for stage in info.get().stageIds():
-                last = store.lastStageAttempt(stage).attemptId()
-                for attempt in range(last + 1):
+                for attempt in stage_attempts(store, stage):
                     self._roll_back_failed(task, store.taskList(stage, attempt, 1_000_000))
 
     def _roll_back_failed(self, task: WriterTask, tasks: Any) -> None:
