@@ -41,7 +41,7 @@ def test_a_stage_evicted_from_the_status_store_has_no_attempts_instead_of_an_err
         ).collect()
     finally:
         context.removeJobTag(tag)
-    jvm: Any = context._jsc.sc()  # type: ignore[union-attr]
+    jvm: Any = context._jsc.sc()
     tracker, store = jvm.statusTracker(), jvm.statusStore()
     (job,) = tracker.getJobIdsForTag(tag)
     stages = sorted(tracker.getJobInfo(job).get().stageIds())

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark import SparkContext
 
 from eo_jobs.protocol.xa import PreparedTransactions
