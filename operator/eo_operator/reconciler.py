@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
-from eo_jobs.spec.checks import credential_refs
+from eo_jobs.spec.checks import credential_refs, executor_input_problem
 from eo_jobs.spec.models import Pipeline
 from eo_operator.blockers import SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
@@ -98,6 +98,9 @@ def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
                 f"{path}: on Kubernetes use secretKeyRef {{name, key}}; env references only "
                 "work for local runs"
             )
+    problem = executor_input_problem(pipeline.spec)
+    if problem is not None:
+        return None, str(problem)
     return pipeline, None
 
 

@@ -10,6 +10,7 @@ to fit; the pipeline name itself is a label value, which the CRD keeps within 63
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -27,7 +28,6 @@ LABEL_SPEC_HASH = "eo.dev/spec-hash"
 COMPONENT = "app.kubernetes.io/component"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 SPEC_KEY = "pipeline.yaml"
-JOB_UID = 10001
 MEMORY_UNITS = {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti"}
 UI_PORT = 4040
 """The Spark UI (``spark.ui.port``, pinned by the driver): ``kubectl port-forward svc/<driver
@@ -250,13 +250,7 @@ def driver_pod(
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 60,
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": JOB_UID,
-                "runAsGroup": JOB_UID,
-                "fsGroup": JOB_UID,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
+            "securityContext": copy.deepcopy(dict(pod_template.POD_SECURITY_CONTEXT)),
             "containers": [
                 {
                     "name": "driver",
@@ -274,11 +268,7 @@ def driver_pod(
                         "requests": {"cpu": str(spec.driver.cores), "memory": memory},
                         "limits": {"memory": memory},
                     },
-                    "securityContext": {
-                        "readOnlyRootFilesystem": True,
-                        "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
+                    "securityContext": copy.deepcopy(dict(pod_template.CONTAINER_SECURITY_CONTEXT)),
                     "volumeMounts": mounts,
                     # A failed driver's last log lines become its termination message, which
                     # the operator copies into status.lastFailure and its event.

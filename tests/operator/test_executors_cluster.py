@@ -96,11 +96,36 @@ def scene(
     return make_scene(kube_cluster, executor_operator, namespace, dsn, tmp_path)
 
 
-def _apply(scene: Scene) -> None:
+def _apply(scene: Scene) -> str:
+    """Apply the pipeline with executors, its input and checkpoint on a ReadWriteMany claim
+    (the scene's work folder) that eo mounts on the driver and every executor: executors read
+    the files, so `eo validate` and the operator refuse an input only the driver has.
+
+    The claim's host folder is bind-mounted at the returned path in each pod's own mount
+    namespace, so an executor without the claim would find no input and its batch would fail.
+    """
+    mount_path = f"/tmp/eo-exec-{secrets.token_hex(4)}/data"
+    _claim(scene, scene.work, "orders-data")
     scene.apply(
         executors=EXECUTORS,
-        driver={"cores": 1, "memory": "768m", "serviceAccount": DRIVER_ACCOUNT},
+        driver={
+            "cores": 1,
+            "memory": "768m",
+            "serviceAccount": DRIVER_ACCOUNT,
+            "volumeClaim": "orders-data",
+            "volumeMountPath": mount_path,
+        },
+        source={
+            "files": {
+                "path": f"{mount_path}/in",
+                "format": "json",
+                "schema": "order_id BIGINT, merchant STRING, amount_cents BIGINT",
+                "maxFilesPerTrigger": 2,
+            }
+        },
+        checkpoint={"location": f"{mount_path}/checkpoint", "triggerIntervalSeconds": 1},
     )
+    return mount_path
 
 
 def executor_pods(scene: Scene) -> list[dict[str, Any]]:
@@ -174,6 +199,13 @@ def test_two_executor_pods_run_the_writer_tasks_and_the_sink_is_exact(scene: Sce
     assert all(p["metadata"]["name"].startswith(name) for p in executors)
     assert all(p["spec"]["serviceAccountName"] == "default" for p in executors)
     assert driver["spec"]["serviceAccountName"] == DRIVER_ACCOUNT
+    # Spark built them on eo's executor template: the driver's security floor.
+    for pod in executors:
+        assert pod["spec"]["securityContext"]["runAsUser"] == 10001
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        executor = next(c for c in pod["spec"]["containers"] if c["name"] == "executor")
+        assert executor["securityContext"] == driver["spec"]["containers"][0]["securityContext"]
+        assert {"name": "tmp", "mountPath": "/tmp"} in executor["volumeMounts"]
     # The writer tasks ran on the executors: every batch's tasks, and on both executors.
     finished = {p["metadata"]["name"]: tasks_finished(scene, p) for p in executors}
     assert all(count > 0 for count in finished.values()), (finished, _diagnostics(scene))
@@ -318,31 +350,8 @@ def _claim(scene: Scene, host: Path, name: str) -> None:
 def test_executors_read_a_files_source_from_the_drivers_claim_at_its_mount_path(
     scene: Scene,
 ) -> None:
-    # The input and checkpoint exist only on the volume: the host folder is bind-mounted at
-    # mount_path in each pod's own mount namespace, so an executor without the claim finds no
-    # input and the batch fails.
-    mount_path = f"/tmp/eo-exec-{secrets.token_hex(4)}/data"
-    _claim(scene, scene.work, "orders-data")
     scene.add_files(3)
-    scene.apply(
-        executors=EXECUTORS,
-        driver={
-            "cores": 1,
-            "memory": "768m",
-            "serviceAccount": DRIVER_ACCOUNT,
-            "volumeClaim": "orders-data",
-            "volumeMountPath": mount_path,
-        },
-        source={
-            "files": {
-                "path": f"{mount_path}/in",
-                "format": "json",
-                "schema": "order_id BIGINT, merchant STRING, amount_cents BIGINT",
-                "maxFilesPerTrigger": 2,
-            }
-        },
-        checkpoint={"location": f"{mount_path}/checkpoint", "triggerIntervalSeconds": 1},
-    )
+    mount_path = _apply(scene)
     _until(scene, "two running executors", lambda: len(_running(executor_pods(scene))) == 2)
     _until(scene, "all records delivered", scene.all_delivered)
     _assert_exact(scene)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -153,13 +154,76 @@ def test_an_executor_pod_template_is_written_for_spark_with_its_executor_contain
     written = yaml.safe_load(Path(conf["spark.kubernetes.executor.podTemplateFile"]).read_text())
     assert conf["spark.kubernetes.executor.podTemplateContainerName"] == "executor"
     assert written["kind"] == "Pod" and written["metadata"]["labels"] == {"team": "payments"}
-    assert written["spec"]["containers"] == [{"name": "executor"}]
+    assert [c["name"] for c in written["spec"]["containers"]] == ["executor"]
     assert written["spec"]["tolerations"][0]["key"] == "spark"
 
 
-def test_no_executor_template_in_local_mode_or_without_one(tmp_path: Path) -> None:
+def test_executor_pods_get_the_drivers_security_floor_without_a_template(tmp_path: Path) -> None:
+    conf = executor_template_conf(_with_executors({"instances": 2}), tmp_path)
+
+    written = yaml.safe_load(Path(conf["spark.kubernetes.executor.podTemplateFile"]).read_text())
+    assert written["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "fsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (executor,) = written["spec"]["containers"]
+    assert executor["name"] == "executor"
+    assert executor["securityContext"] == {
+        "readOnlyRootFilesystem": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # The root filesystem is read-only: /tmp is an emptyDir (Spark adds its own local dirs).
+    assert executor["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert written["spec"]["volumes"] == [{"name": "tmp", "emptyDir": {}}]
+
+
+def test_an_executor_template_tightens_the_floor_and_adds_its_own_mounts(tmp_path: Path) -> None:
+    template = {
+        "spec": {
+            "securityContext": {"runAsUser": 20000},
+            "volumes": [{"name": "tls", "secret": {"secretName": "kafka-tls"}}],
+            "containers": [
+                {
+                    "name": "executor",
+                    "securityContext": {"capabilities": {"drop": ["ALL", "NET_RAW"]}},
+                    "volumeMounts": [{"name": "tls", "mountPath": "/etc/kafka-tls"}],
+                }
+            ],
+        }
+    }
+    spec = _with_executors({"instances": 2, "podTemplate": template})
+
+    conf = executor_template_conf(spec, tmp_path)
+
+    written = yaml.safe_load(Path(conf["spark.kubernetes.executor.podTemplateFile"]).read_text())
+    assert written["spec"]["securityContext"]["runAsUser"] == 20000
+    assert written["spec"]["securityContext"]["runAsNonRoot"] is True
+    (executor,) = written["spec"]["containers"]
+    assert executor["securityContext"]["readOnlyRootFilesystem"] is True
+    assert executor["securityContext"]["capabilities"]["drop"] == ["ALL", "NET_RAW"]
+    assert [m["mountPath"] for m in executor["volumeMounts"]] == ["/tmp", "/etc/kafka-tls"]
+    assert [v["name"] for v in written["spec"]["volumes"]] == ["tmp", "tls"]
+
+
+@pytest.mark.parametrize(
+    ("context", "field"),
+    [
+        ({"runAsUser": 0}, "spec.securityContext.runAsUser"),
+        ({"runAsNonRoot": False}, "spec.securityContext.runAsNonRoot"),
+    ],
+)
+def test_an_executor_template_cannot_weaken_the_floor(context: dict[str, Any], field: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        _with_executors({"instances": 2, "podTemplate": {"spec": {"securityContext": context}}})
+    assert f"spec.executors.podTemplate.{field}" in str(caught.value)
+
+
+def test_no_executor_template_in_local_mode(tmp_path: Path) -> None:
     template = {"metadata": {"labels": {"team": "payments"}}}
-    assert executor_template_conf(_with_executors({"instances": 2}), tmp_path) == {}
     local = _with_executors({"instances": 0, "podTemplate": template})
     assert executor_template_conf(local, tmp_path) == {}
 

@@ -179,3 +179,63 @@ def test_a_kafka_source_schema_is_checked_too() -> None:
     source = {"kafka": {"bootstrapServers": "k:9092", "topics": ["o"], "schema": "id BIGINT"}}
     found = _found(_doc(source=source, transform={"sql": "SELECT order_id FROM source"}))
     assert "spec.source.kafka.schema" in found["spec.transform.sql"]
+
+
+EXECUTORS = {"instances": 2}
+
+
+def test_executors_reading_a_files_source_off_their_volumes_are_refused_with_the_fix() -> None:
+    doc = _doc(
+        executors=EXECUTORS,
+        driver={},
+        source={"files": {"path": "/srv/in", "format": "json", "schema": SCHEMA}},
+        checkpoint={"location": "s3a://bucket/ckpt"},
+    )
+    message = _found(doc)["spec.source.files.path"]
+    assert "/srv/in is on no volume of the executor pods" in message
+    assert "driver.volumeClaim" in message and "ReadWriteMany" in message
+    assert "executors.podTemplate" in message and "executors.instances: 0" in message
+
+
+def test_a_files_source_beside_the_claim_names_the_claims_mount_path() -> None:
+    doc = _doc(
+        executors=EXECUTORS,
+        source={"files": {"path": "/srv/in", "format": "json", "schema": SCHEMA}},
+    )
+    message = _found(doc)["spec.source.files.path"]
+    assert "under driver.volumeMountPath (/data), where volumeClaim orders-data" in message
+
+
+@pytest.mark.parametrize(
+    ("path", "executors"),
+    [
+        ("/data/in", EXECUTORS),  # on the claim, which eo mounts on executors too
+        ("s3a://bucket/in", EXECUTORS),  # a URI every pod reaches
+        ("/srv/in", {"instances": 0}),  # no executors: the driver reads the files
+        (
+            "/srv/in/today",
+            {
+                "instances": 2,
+                "podTemplate": {
+                    "spec": {
+                        "volumes": [{"name": "in", "nfs": {"server": "nfs", "path": "/in"}}],
+                        "containers": [
+                            {
+                                "name": "executor",
+                                "volumeMounts": [{"name": "in", "mountPath": "/srv/in"}],
+                            }
+                        ],
+                    }
+                },
+            },
+        ),
+    ],
+)
+def test_a_files_source_every_executor_reaches_passes(path: str, executors: dict[str, Any]) -> None:
+    source = {"files": {"path": path, "format": "json", "schema": SCHEMA}}
+    assert "spec.source.files.path" not in _found(_doc(executors=executors, source=source))
+
+
+def test_a_checkpoint_on_the_drivers_volume_passes_with_executors() -> None:
+    # Only the driver writes the checkpoint (offsets and commit log; no state store).
+    assert _found(_doc(executors=EXECUTORS)) == {}

@@ -19,7 +19,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars
-from eo_jobs.spec import s3
+from eo_jobs.spec import pod_template, s3
 from eo_jobs.spec.models import EXECUTOR_CONTAINER, PipelineSpec
 
 TASK_MAX_FAILURES = 4
@@ -132,20 +132,22 @@ def spark_conf(
 
 
 def executor_template_conf(spec: PipelineSpec, folder: Path) -> dict[str, str]:
-    """Write ``spec.executors.podTemplate`` where Spark reads it; the settings that point at it.
+    """Write the executor pod template where Spark reads it; the settings that point at it.
 
     Spark on Kubernetes merges a pod template file into every executor pod it creates, taking
-    the container named here as the executor's own.
+    the container named here as the executor's own. eo's template carries the security floor
+    the driver pod has (Spark sets none of it) with ``spec.executors.podTemplate`` laid over it.
     """
-    template = spec.executors.pod_template
-    if template is None or spec.executors.instances == 0:
+    if spec.executors.instances == 0:
         return {}
-    document = template.model_dump(by_alias=True)
-    document["spec"] = dict(document.get("spec") or {})
-    containers = list(document["spec"].get("containers") or [])
-    if not any(c.get("name") == EXECUTOR_CONTAINER for c in containers):
-        containers.insert(0, {"name": EXECUTOR_CONTAINER})
-    document["spec"]["containers"] = containers
+    document = pod_template.secure_pod(EXECUTOR_CONTAINER)
+    template = spec.executors.pod_template
+    if template is not None:
+        document = pod_template.merged(
+            document, template.model_dump(by_alias=True), EXECUTOR_CONTAINER
+        )
+    if not document["metadata"]:
+        del document["metadata"]
     path = folder / "executor-pod-template.yaml"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", **document}), encoding="utf-8")
     return {

@@ -10,10 +10,30 @@ rules run in ``eo validate`` and in the operator; the CRD checks the labels and 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 OWN_PREFIX = "eo.dev/"
+JOB_UID = 10001
+"""The job image's user (and group): drivers and executors run as it."""
+POD_SECURITY_CONTEXT: Mapping[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": JOB_UID,
+    "runAsGroup": JOB_UID,
+    "fsGroup": JOB_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""The security floor of a driver or executor pod; a template may only tighten it."""
+CONTAINER_SECURITY_CONTEXT: Mapping[str, Any] = {
+    "readOnlyRootFilesystem": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+"""The security floor of the driver or executor container."""
+TMP_VOLUME = "tmp"
+"""The writable emptyDir at /tmp of every eo pod (HOME, Python's and the JVM's temporary files);
+the root filesystem is read-only."""
 ALLOWED_SPEC = frozenset(
     {
         "nodeSelector",
@@ -181,3 +201,25 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
         else:
             out[key] = value
     return out
+
+
+def secure_pod(main: str) -> dict[str, Any]:
+    """The security floor of an eo pod whose main container is ``main``: non-root, seccomp,
+    read-only root filesystem with an emptyDir at /tmp, no privilege escalation, no
+    capabilities. The driver pod is built on it; executor pods get it through the pod template
+    Spark merges into each of them (Spark itself sets no security context)."""
+    tmp = "/tmp"  # noqa: S108 (an emptyDir of the pod)
+    return {
+        "metadata": {},
+        "spec": {
+            "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+            "containers": [
+                {
+                    "name": main,
+                    "securityContext": copy.deepcopy(dict(CONTAINER_SECURITY_CONTEXT)),
+                    "volumeMounts": [{"name": TMP_VOLUME, "mountPath": tmp}],
+                }
+            ],
+            "volumes": [{"name": TMP_VOLUME, "emptyDir": {}}],
+        },
+    }
