@@ -5,7 +5,11 @@ configuration, and so the password, only in the driver's environment: where the 
 from __future__ import annotations
 
 import json
+import re
 import secrets
+import signal
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,3 +123,44 @@ def test_a_secret_option_missing_from_the_environment_stops_the_driver_naming_it
     assert code == 2, out
     assert "spec.source.kafka.secretOptions[kafka.sasl.jaas.config]" in out
     assert "EO_KAFKA_SASL_JAAS_CONFIG" in out and "Secret orders-kafka key jaas" in out
+
+
+def test_the_spark_ui_of_a_sasl_pipeline_never_shows_the_password(
+    sasl_broker: KafkaBroker, pg_dsn: str, tmp_path: Path
+) -> None:
+    harness.create_table(pg_dsn)
+    topic = f"orders-{secrets.token_hex(3)}"
+    sasl_broker.create_topic(topic, 1)
+    _produce(sasl_broker, topic, 50)
+    ref = "{secretKeyRef: {name: orders-kafka, key: jaas}}"
+    spec = _pipeline(tmp_path, sasl_broker, topic, ref)
+    env = {JAAS_ENV: _jaas(PASSWORD)}
+    driver = harness.Driver(spec, 1, pg_dsn, extra_env=env, available_now=False)
+    try:
+        deadline = time.monotonic() + 240
+        while driver.batches_done() < 1:
+            assert driver.proc.poll() is None and time.monotonic() < deadline, driver.output()
+            time.sleep(0.5)
+        found = re.search(r"Spark UI at (http://\S+)", driver.output())
+        assert found, driver.output()
+        url = found.group(1)
+        with urllib.request.urlopen(f"{url}/api/v1/applications", timeout=10) as response:
+            app = json.loads(response.read())[0]["id"]
+        pages = [
+            "/jobs/",
+            "/stages/",
+            "/environment/",
+            "/SQL/",
+            "/StreamingQuery/",
+            f"/api/v1/applications/{app}/environment",
+            f"/api/v1/applications/{app}/sql?details=true&planDescription=true",
+            f"/api/v1/applications/{app}/stages?details=true",
+        ]
+        for page in pages:
+            with urllib.request.urlopen(f"{url}{page}", timeout=10) as response:
+                body = response.read().decode(errors="replace")
+            assert PASSWORD not in body, page
+        assert PASSWORD not in driver.output()
+    finally:
+        driver.kill(signal.SIGTERM)
+        driver.wait(120)
