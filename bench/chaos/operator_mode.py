@@ -240,7 +240,7 @@ def run_operator(plan: Plan, work: Path) -> Summary:
         stack.callback(cluster.control_plane.stop)
         for api in clients:
             stack.enter_context(api)
-        stack.callback(cluster.kubelet.stop)
+        stack.callback(cluster.stop_kubelets)
         operator = stack.enter_context(installed_operator(cluster, work / "logs"))
         dsn = server.create_database("chaos")
         with psycopg.connect(dsn, autocommit=True) as conn:

@@ -3,8 +3,14 @@
 Like controller-runtime's envtest, but with the controller-manager too, so garbage
 collection, namespace deletion, service-account tokens and node lifecycle behave as in a
 cluster. Authentication is a static token file: one token each for the admin
-(``system:masters``), the controller-manager, the scheduler identity the process kubelet binds
-pods with, and the node. Authorization is ``Node,RBAC`` so tests meet real denials.
+(``system:masters``), the controller-manager, the scheduler identity the process kubelets bind
+pods with, and each node. Authorization is ``Node,RBAC`` so tests meet real denials.
+
+Two nodes: pods go to the first one while it is healthy, the second takes them when the first
+is partitioned (and keeps the zone from counting as fully disrupted, in which case the node
+lifecycle controller would stop tainting). The node lifecycle controller runs with test
+timings: a node silent for ``NODE_MONITOR_GRACE_SECONDS`` is marked Ready=Unknown, its pods
+Ready=False, and it is tainted ``node.kubernetes.io/unreachable``, as in a cluster after 50 s.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ from tests.cluster.processes import ManagedProcess, free_port, wait_until
 
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 STARTUP_TIMEOUT = 60.0
+NODE_NAMES = ("eo-node", "eo-node-b")
+NODE_MONITOR_GRACE_SECONDS = 15
+"""``--node-monitor-grace-period`` (50 s by default): how long a node may miss its Lease
+renewals (every ``node.LEASE_RENEW_SECONDS``) before it is marked Ready=Unknown."""
 
 
 @dataclass(frozen=True)
@@ -48,15 +58,20 @@ class ControlPlane:
     """Starts, exposes and stops one control plane rooted in ``workdir``."""
 
     def __init__(
-        self, workdir: Path, node_name: str = "eo-node", binaries: ClusterBinaries | None = None
+        self,
+        workdir: Path,
+        node_names: tuple[str, ...] = NODE_NAMES,
+        binaries: ClusterBinaries | None = None,
     ) -> None:
         self.workdir = workdir
-        self.node_name = node_name
+        self.node_names = node_names
+        self.node_name = node_names[0]
         self.binaries = binaries or find_binaries()
         self.admin = _identity("eo-admin", "system:masters")
         self.controller_manager = _identity("system:kube-controller-manager")
         self.scheduler = _identity("system:kube-scheduler")
-        self.node = _identity(f"system:node:{node_name}", "system:nodes")
+        self.nodes = {name: _identity(f"system:node:{name}", "system:nodes") for name in node_names}
+        self.node = self.nodes[self.node_name]
         self.port = 0
         self.kubeconfig = workdir / "admin.kubeconfig"
         self._processes: list[ManagedProcess] = []
@@ -81,7 +96,7 @@ class ControlPlane:
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()
-            self._register_node()
+            self._register_nodes()
         except BaseException:
             self.stop()
             raise
@@ -129,7 +144,7 @@ class ControlPlane:
         tokens.write_text(
             "".join(
                 f'{i.token},{i.user},{i.user},"{",".join(i.groups)}"\n'
-                for i in (self.admin, self.controller_manager, self.scheduler, self.node)
+                for i in (self.admin, self.controller_manager, self.scheduler, *self.nodes.values())
             )
         )
         tokens.chmod(0o600)
@@ -184,6 +199,8 @@ class ControlPlane:
                 f"--service-account-private-key-file={self._pki.service_account_key}",
                 f"--root-ca-file={self._pki.ca_cert}",
                 "--profiling=false",
+                "--node-monitor-period=1s",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
             ],
         )
         wait_until(
@@ -193,10 +210,11 @@ class ControlPlane:
             watched=[kcm],
         )
 
-    def _register_node(self) -> None:
+    def _register_nodes(self) -> None:
         with self.api() as api:
-            node = client.V1Node.model_validate(node_manifest(self.node_name))
-            client.CoreV1Api(api).create_node(node)
+            for name in self.node_names:
+                node = client.V1Node.model_validate(node_manifest(name))
+                client.CoreV1Api(api).create_node(node)
 
     def _ready(self, path: str, port: int, verify: bool = True) -> bool:
         context = ssl.create_default_context(cafile=str(self.ca_cert))

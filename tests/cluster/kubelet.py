@@ -2,7 +2,10 @@
 
 What it does, as the real kubelet (plus a trivial scheduler) would:
 
-* binds pending pods with no ``nodeName`` to its node (as ``system:kube-scheduler``),
+* binds pending pods with no ``nodeName`` to its node (as ``system:kube-scheduler``) when its
+  node is the first, by name, that a scheduler would consider: not cordoned, and no
+  ``NoSchedule``/``NoExecute`` taint the pod does not tolerate (so a partitioned node, once
+  the node lifecycle controller tainted it, gets no new pods),
 * runs the first container's ``command`` + ``args`` (no command: the job image's entrypoint,
   as for Spark's executor pods, see ``podspec``) as a process in its own session, with the
   pod's env (see ``podenv``), working directory a per-pod temp folder, stdout and stderr in
@@ -16,15 +19,17 @@ What it does, as the real kubelet (plus a trivial scheduler) would:
   never resolve (``*.invalid``, see ``images``) is ``ErrImagePull``, then ``ImagePullBackOff``,
 * honours graceful deletion: SIGTERM to the process group, SIGKILL after
   ``deletionGracePeriodSeconds``, then the final delete,
-* keeps the node Ready (``node``). It acts with the node's own credentials, so the Node
-  authorizer limits it as it limits a real kubelet.
+* keeps the node Ready (``node``: Lease and status heartbeats, from a thread of their own so a
+  slow pass never looks like a lost node). It acts with the node's own credentials, so the
+  Node authorizer limits it as it limits a real kubelet.
 
 What it does not: restarts (only ``restartPolicy: Never``), init or extra containers, probes,
 volumes other than emptyDir, PVC (``podvolumes``), configMap and API access (``podapi``: the
 pod's ServiceAccount token, so a Spark driver creates its executors with its own RBAC), resource
 limits, ``kubectl logs/exec``.
 
-Simulations for failure tests: :meth:`simulate_node_lost` / :meth:`restore_node`,
+Simulations for failure tests: :meth:`partition` / :meth:`heal` (a node cut off from the API
+server: the control plane alone decides what the API says about it, as for a real one),
 :meth:`freeze` / :meth:`thaw`, :meth:`kill`, :meth:`process_alive`.
 """
 
@@ -47,10 +52,12 @@ from kubernetes.client import (
     CoreV1Api,
     V1Binding,
     V1DeleteOptions,
+    V1Node,
     V1ObjectMeta,
     V1ObjectReference,
     V1Pod,
     V1Preconditions,
+    V1Taint,
 )
 
 from tests.cluster import podstatus
@@ -65,6 +72,7 @@ from tests.cluster.watch import watch_pods
 log = logging.getLogger(__name__)
 
 RESYNC_SECONDS = 1.0
+HEARTBEAT_TICK_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -103,14 +111,15 @@ class ProcessKubelet:
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._lost = False
+        self._partitioned = threading.Event()
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Post the node Ready, then start the watches and the reconcile loop."""
+        """Post the node Ready, then start the heartbeats, the watches and the reconcile loop."""
         self._node.heartbeat(force=True)
+        self._thread(self._heartbeats)
         creds = self._credentials
         for token, selector in (
             (creds.node_token, f"spec.nodeName={self.node_name}"),
@@ -153,11 +162,19 @@ class ProcessKubelet:
                 return
             try:
                 with self._lock:
-                    if not self._lost:
-                        self._node.heartbeat()
+                    if not self._partitioned.is_set():
                         self.sync()
             except Exception:  # the loop must outlive API hiccups; the next pass retries
                 log.exception("process kubelet sync failed")
+
+    def _heartbeats(self) -> None:
+        while not self._stopping.wait(HEARTBEAT_TICK_SECONDS):
+            if self._partitioned.is_set():
+                continue
+            try:
+                self._node.heartbeat()
+            except Exception:  # a missed heartbeat is retried on the next tick
+                log.exception("process kubelet heartbeat failed")
 
     # -- reconciliation -----------------------------------------------------------------
 
@@ -190,6 +207,8 @@ class ProcessKubelet:
             return
         if (spec.scheduler_name or "default-scheduler") != "default-scheduler":
             return
+        if self._chosen_node(pod) != self.node_name:
+            return
         binding = V1Binding(
             metadata=V1ObjectMeta(name=meta.name, uid=meta.uid),
             target=V1ObjectReference(kind="Node", name=self.node_name),
@@ -202,6 +221,16 @@ class ProcessKubelet:
             if error.status not in (404, 409):
                 raise
 
+    def _chosen_node(self, pod: V1Pod) -> str | None:
+        """The node the scheduler's filters leave first (by name), or None when none fits."""
+        nodes = self._scheduler.list_node().items
+        fits = [
+            node.metadata.name
+            for node in nodes
+            if node.metadata is not None and node.metadata.name and _schedulable(node, pod)
+        ]
+        return min(fits, default=None)
+
     def _sync_pod(self, pod: V1Pod, tracked: PodProcess | None) -> None:
         assert pod.metadata is not None and pod.status is not None
         if pod.metadata.deletion_timestamp is not None:
@@ -210,7 +239,7 @@ class ProcessKubelet:
             self._report(pod, tracked)
         elif pod.status.phase == "Pending":
             self._start(pod)
-        elif pod.status.phase in ("Running", "Unknown"):
+        elif pod.status.phase == "Running":
             message = "the process kubelet restarted and lost this process"
             self._fail(pod, "ProcessLost", message, code=137)
 
@@ -340,6 +369,10 @@ class ProcessKubelet:
         """True while the pod's main process has not exited (frozen counts as alive)."""
         return self._find(namespace, name).process.poll() is None
 
+    def returncode(self, namespace: str, name: str) -> int | None:
+        """The pod's main process's exit code (``Popen.returncode``), None while it runs."""
+        return self._find(namespace, name).process.poll()
+
     def pid(self, namespace: str, name: str) -> int:
         """The pod's main process id (also its process group id)."""
         return self._find(namespace, name).process.pid
@@ -367,27 +400,45 @@ class ProcessKubelet:
             self._pods.pop(tracked.uid, None)
             return tracked
 
-    def simulate_node_lost(self) -> None:
-        """Go silent: no heartbeats, node Ready=Unknown, running pods phase Unknown.
+    def partition(self) -> None:
+        """Cut the node off from the API server: no heartbeats, no status, no syncing.
 
-        The processes keep running (zombies that may still write), and nothing the API asks
-        (deletions included) reaches them until :meth:`restore_node`.
+        Nothing is written for it: the node lifecycle controller notices the Lease is not
+        renewed (``NODE_MONITOR_GRACE_SECONDS``), marks the node Ready=Unknown and its pods
+        Ready=False, and taints it. The processes keep running (zombies that may still write
+        to anything but the API server), and nothing the API asks (deletions included) reaches
+        them until :meth:`heal`.
         """
-        with self._lock:
-            self._lost = True
-            self._node.mark_lost()
-            now = datetime.now(UTC)
-            for tracked in self._pods.values():
-                if tracked.process.poll() is None:
-                    pod = self._core.read_namespaced_pod(tracked.name, tracked.namespace)
-                    self._patch_status(pod, podstatus.unknown(now))
-                    tracked.reported = "unknown"
+        self._partitioned.set()
 
-    def restore_node(self) -> None:
-        """Resume heartbeats and reconcile: surviving pods report again, deleted ones die."""
+    def heal(self) -> None:
+        """Reconnect: heartbeats resume, surviving pods report again, deleted ones die."""
         with self._lock:
-            self._lost = False
+            self._partitioned.clear()
             for tracked in self._pods.values():
                 tracked.reported = ""
             self._node.heartbeat(force=True)
         self._wake.set()
+
+
+def _schedulable(node: V1Node, pod: V1Pod) -> bool:
+    """Not cordoned, and every NoSchedule/NoExecute taint tolerated (the scheduler's filters
+    that matter here; resources and affinities are not checked)."""
+    if node.spec is not None and node.spec.unschedulable:
+        return False
+    taints = (node.spec.taints if node.spec else None) or []
+    return all(
+        _tolerated(taint, pod) for taint in taints if taint.effect in ("NoSchedule", "NoExecute")
+    )
+
+
+def _tolerated(taint: V1Taint, pod: V1Pod) -> bool:
+    for toleration in (pod.spec.tolerations if pod.spec else None) or []:
+        if toleration.effect and toleration.effect != taint.effect:
+            continue
+        if toleration.operator == "Exists":
+            if not toleration.key or toleration.key == taint.key:
+                return True
+        elif toleration.key == taint.key and (toleration.value or "") == (taint.value or ""):
+            return True
+    return False

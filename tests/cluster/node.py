@@ -1,9 +1,12 @@
 """The fake node's side of the node lifecycle: registration, status heartbeats and its Lease.
 
-The node lifecycle controller in kube-controller-manager marks a node NotReady, taints it
-and finally evicts its pods when its Lease in ``kube-node-lease`` is not renewed. Renewing
-the Lease (and posting a Ready status) every few seconds keeps the fake node healthy;
-stopping it is exactly what a lost node looks like to the control plane.
+The node lifecycle controller in kube-controller-manager marks a node Ready=Unknown, its pods
+Ready=False, and taints it ``node.kubernetes.io/unreachable`` when its Lease in
+``kube-node-lease`` is not renewed (the taint eviction controller then deletes the pods whose
+tolerations run out). Renewing the Lease (and posting a Ready status) every few seconds keeps
+the fake node healthy; stopping it is exactly what a lost node looks like to the control
+plane, and the node itself never writes anything else about it: a kubelet that cannot reach
+the API server cannot say so.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ from tests.cluster.podstatus import timestamp
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40
-LEASE_RENEW_SECONDS = 5.0
+LEASE_RENEW_SECONDS = 2.0
+"""More often than a real kubelet (10 s), so a busy test machine never misses the test control
+plane's short ``--node-monitor-grace-period`` by accident."""
+REQUEST_TIMEOUT = 5.0
 STATUS_REPORT_SECONDS = 20.0
 CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 
@@ -97,10 +103,6 @@ class NodeAgent:
             self._renew_lease()
             self._next_lease = now + LEASE_RENEW_SECONDS
 
-    def mark_lost(self) -> None:
-        """Post Ready=Unknown, what the lifecycle controller writes for a silent node."""
-        self._post_status("Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-
     def _post_status(self, ready: str, reason: str, message: str) -> None:
         status = {
             "capacity": CAPACITY,
@@ -124,7 +126,10 @@ class NodeAgent:
             },
         }
         self._core.patch_node_status(
-            self.name, {"status": status}, _content_type="application/strategic-merge-patch+json"
+            self.name,
+            {"status": status},
+            _content_type="application/strategic-merge-patch+json",
+            _request_timeout=REQUEST_TIMEOUT,
         )
 
     def _renew_lease(self) -> None:
@@ -140,6 +145,7 @@ class NodeAgent:
                 LEASE_NAMESPACE,
                 {"spec": spec},
                 _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
             )
         except ApiException as error:
             if error.status != 404:

@@ -1,4 +1,5 @@
-"""pytest fixtures: one real control plane + process kubelet per session, a namespace per test.
+"""pytest fixtures: one real control plane + two process kubelets per session, a namespace per
+test.
 
 Register with ``pytest_plugins = ["tests.cluster.plugin"]`` in ``tests/conftest.py``. Tests
 that use ``kube_cluster`` (directly or through ``kube_namespace``) get the ``cluster``
@@ -27,11 +28,34 @@ MARKER = "cluster: needs the real Kubernetes control plane (scripts/build-cluste
 
 @dataclass
 class KubeCluster:
-    """What a test sees: the admin kubeconfig, clients, kubectl and the process kubelet."""
+    """What a test sees: the admin kubeconfig, clients, kubectl and the process kubelets.
+
+    Pods run on the first node (``kubelet``) while it is healthy; the second one (``spare``)
+    takes new pods once the first is partitioned and tainted.
+    """
 
     control_plane: ControlPlane
-    kubelet: ProcessKubelet
+    kubelets: dict[str, ProcessKubelet]
     startup_seconds: float
+
+    @property
+    def kubelet(self) -> ProcessKubelet:
+        """The kubelet of the first node, where pods run while it is healthy."""
+        return self.kubelets[self.control_plane.node_name]
+
+    @property
+    def spare(self) -> ProcessKubelet:
+        """The kubelet of the second node."""
+        return self.kubelets[self.control_plane.node_names[1]]
+
+    def kubelet_on(self, node_name: str) -> ProcessKubelet:
+        """The kubelet of a node (a pod's ``spec.nodeName``)."""
+        return self.kubelets[node_name]
+
+    def stop_kubelets(self) -> None:
+        """Stop every kubelet and the processes of its pods."""
+        for kubelet in self.kubelets.values():
+            kubelet.stop()
 
     @property
     def kubeconfig(self) -> Path:
@@ -69,36 +93,42 @@ class KubeCluster:
 def start_cluster(
     workdir: Path, node_env: dict[str, str] | None = None
 ) -> tuple[KubeCluster, list[client.ApiClient]]:
-    """Start the control plane and the kubelet; the caller closes the returned clients.
+    """Start the control plane and the kubelets; the caller closes the returned clients.
 
     ``node_env`` is added to every pod's host environment (a node-level setting, such as the
     chaos harness's fault switch)."""
     started = time.monotonic()
     control_plane = ControlPlane(workdir)
     control_plane.start()
-    node_client = control_plane.api(control_plane.node.token)
-    scheduler_client = control_plane.api(control_plane.scheduler.token)
-    credentials = KubeletCredentials(
-        server=control_plane.server,
-        ca_cert=control_plane.ca_cert,
-        node_token=control_plane.node.token,
-        scheduler_token=control_plane.scheduler.token,
-    )
-    kubelet = ProcessKubelet(
-        node_client,
-        scheduler_client,
-        control_plane.node_name,
-        workdir / "pods",
-        credentials,
-        extra_env=node_env,
-    )
+    clients: list[client.ApiClient] = []
+    kubelets: dict[str, ProcessKubelet] = {}
     try:
-        kubelet.start()
+        for i, (name, identity) in enumerate(control_plane.nodes.items()):
+            node_client = control_plane.api(identity.token)
+            scheduler_client = control_plane.api(control_plane.scheduler.token)
+            clients += [node_client, scheduler_client]
+            credentials = KubeletCredentials(
+                server=control_plane.server,
+                ca_cert=control_plane.ca_cert,
+                node_token=identity.token,
+                scheduler_token=control_plane.scheduler.token,
+            )
+            kubelets[name] = ProcessKubelet(
+                node_client,
+                scheduler_client,
+                name,
+                workdir / ("pods" if i == 0 else f"pods-{name}"),
+                credentials,
+                extra_env=node_env,
+            )
+            kubelets[name].start()
     except BaseException:
+        for kubelet in kubelets.values():
+            kubelet.stop()
         control_plane.stop()
         raise
-    cluster = KubeCluster(control_plane, kubelet, time.monotonic() - started)
-    return cluster, [node_client, scheduler_client]
+    cluster = KubeCluster(control_plane, kubelets, time.monotonic() - started)
+    return cluster, clients
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -122,13 +152,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
-    """etcd + kube-apiserver + kube-controller-manager + process kubelet, for the session."""
+    """etcd + kube-apiserver + kube-controller-manager + two process kubelets, for the session."""
     cluster, clients = start_cluster(tmp_path_factory.mktemp("kube-cluster"))
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(cluster.control_plane.stop)
         for api in clients:
             cleanup.enter_context(api)
-        cleanup.callback(cluster.kubelet.stop)
+        cleanup.callback(cluster.stop_kubelets)
         yield cluster
 
 

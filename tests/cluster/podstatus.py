@@ -157,22 +157,3 @@ def terminated(
         state["message"] = termination_message
     status["containerStatuses"] = _container_statuses(pod, {"terminated": state}, ready=False)
     return status
-
-
-def unknown(now: datetime) -> Status:
-    """Phase Unknown: the node stopped reporting, nobody knows whether the process runs."""
-    stamp = timestamp(now)
-    return {
-        "phase": "Unknown",
-        "reason": "NodeLost",
-        "message": "the node stopped posting status; the process may still be running",
-        "conditions": [
-            {
-                "type": "Ready",
-                "status": "Unknown",
-                "reason": "NodeLost",
-                "lastTransitionTime": stamp,
-                "lastProbeTime": None,
-            }
-        ],
-    }

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client, watch
 from kubernetes.client import ApiException, V1Pod
 
+from tests.cluster.controlplane import NODE_MONITOR_GRACE_SECONDS
 from tests.cluster.plugin import KubeCluster
 from tests.cluster.processes import wait_until
 
@@ -338,28 +339,65 @@ def test_freeze_stops_the_process_and_thaw_resumes_it(
     assert terminated_state(pod).exit_code == 128 + signal.SIGKILL
 
 
-def test_a_lost_node_leaves_the_process_running_while_the_pod_shows_unknown(
+def test_a_partitioned_node_is_marked_unreachable_by_the_control_plane_not_by_itself(
     kube_cluster: KubeCluster, kube_namespace: str, core: client.CoreV1Api
 ) -> None:
-    kubelet = kube_cluster.kubelet
-    create(core, kube_namespace, pod_manifest("zombie", "import time; time.sleep(120)"))
-    wait_for_phase(core, kube_namespace, "zombie", "Running")
-    kubelet.simulate_node_lost()
+    kubelet, node = kube_cluster.kubelet, kube_cluster.node_name
+    for name in ("graceful", "forced"):
+        create(core, kube_namespace, pod_manifest(name, "import time; time.sleep(300)"))
+        wait_for_phase(core, kube_namespace, name, "Running")
+    kubelet.partition()
     try:
-        wait_for_phase(core, kube_namespace, "zombie", "Unknown")
-        assert _node_ready(core, kube_cluster.node_name) == "Unknown"
-        assert kubelet.process_alive(kube_namespace, "zombie")
-        core.delete_namespaced_pod("zombie", kube_namespace, grace_period_seconds=1)
-        assert kubelet.process_alive(kube_namespace, "zombie")
+        # kube-controller-manager's node lifecycle controller, not the kubelet, writes this.
+        wait_until(
+            lambda: _node_ready(core, node) == "Unknown",
+            timeout=NODE_MONITOR_GRACE_SECONDS + 30,
+            what="the node lifecycle controller to mark the silent node Ready=Unknown",
+        )
+        wait_until(
+            lambda: {"NoSchedule", "NoExecute"} <= _unreachable_taints(core, node),
+            timeout=30,
+            what="the node.kubernetes.io/unreachable taints",
+        )
+        wait_until(
+            lambda: _pod_ready(core, kube_namespace, "graceful") == "False",
+            timeout=30,
+            what="the pods marked Ready=False",
+        )
+        pod = core.read_namespaced_pod("graceful", kube_namespace)
+        assert pod.status is not None and pod.status.phase == "Running"  # nobody says otherwise
+        assert kubelet.process_alive(kube_namespace, "graceful")
+        # New pods go to the other node; nothing reaches the partitioned node's processes.
+        create(core, kube_namespace, pod_manifest("elsewhere", "print('on the other node')"))
+        moved = wait_for_phase(core, kube_namespace, "elsewhere", "Succeeded")
+        assert moved.spec is not None and moved.spec.node_name == kube_cluster.spare.node_name
+        core.delete_namespaced_pod("graceful", kube_namespace, grace_period_seconds=1)
+        core.delete_namespaced_pod("forced", kube_namespace, grace_period_seconds=0)
+        wait_until(
+            lambda: pod_gone(core, kube_namespace, "forced"),
+            timeout=10,
+            what="the force-deleted pod object to go",
+        )
+        assert kubelet.process_alive(kube_namespace, "graceful")
+        assert kubelet.process_alive(kube_namespace, "forced")
     finally:
-        kubelet.restore_node()
-    assert _node_ready(core, kube_cluster.node_name) == "True"
+        kubelet.heal()
     wait_until(
-        lambda: pod_gone(core, kube_namespace, "zombie"),
-        timeout=20,
-        what="the restored node to finish the deletion",
+        lambda: _node_ready(core, node) == "True" and not _unreachable_taints(core, node),
+        timeout=30,
+        what="the healed node Ready and untainted",
     )
-    assert not kubelet.process_alive(kube_namespace, "zombie")
+    wait_until(
+        lambda: pod_gone(core, kube_namespace, "graceful"),
+        timeout=20,
+        what="the healed node to finish the deletion",
+    )
+    wait_until(
+        lambda: not kubelet.process_alive(kube_namespace, "forced"),
+        timeout=20,
+        what="the healed node to kill the process of the force-deleted pod",
+    )
+    assert not kubelet.process_alive(kube_namespace, "graceful")
 
 
 def _logs(cluster: KubeCluster, namespace: str, name: str) -> str:
@@ -376,4 +414,16 @@ def _proc_state(pid: int) -> str:
 def _node_ready(core: client.CoreV1Api, name: str) -> str | None:
     node = core.read_node(name)
     conditions = node.status.conditions if node.status else None
+    return next((c.status for c in conditions or [] if c.type == "Ready"), None)
+
+
+def _unreachable_taints(core: client.CoreV1Api, name: str) -> set[str]:
+    node = core.read_node(name)
+    taints = (node.spec.taints if node.spec else None) or []
+    return {t.effect for t in taints if t.key == "node.kubernetes.io/unreachable"}
+
+
+def _pod_ready(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    pod = core.read_namespaced_pod(name, namespace)
+    conditions = pod.status.conditions if pod.status else None
     return next((c.status for c in conditions or [] if c.type == "Ready"), None)

@@ -200,9 +200,8 @@ class Scene:
         for pod in self.pods():
             with contextlib.suppress(KeyError):
                 name = pod["metadata"]["name"]
-                parts.append(
-                    f"--- {name}\n" + self.cluster.kubelet.logs(self.namespace, name)[-3000:]
-                )
+                kubelet = self.cluster.kubelet_on(pod["spec"].get("nodeName") or "")
+                parts.append(f"--- {name}\n" + kubelet.logs(self.namespace, name)[-3000:])
         return "\n".join(parts)
 
     def rows(self) -> int:
@@ -270,8 +269,9 @@ def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
 
 
 @contextlib.contextmanager
-def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator]:
-    """Install the chart (CRDs, RBAC) with Helm's engine and run the operator as its SA."""
+def installed_operator(cluster: KubeCluster, log_dir: Path, **env: str) -> Iterator[Operator]:
+    """Install the chart (CRDs, RBAC) with Helm's engine and run the operator as its SA, with
+    ``env`` added to its environment (settings the chart passes as values)."""
     with helm_python.Config(kubeconfig_path=cluster.kubeconfig, namespace=SYSTEM) as helm:
         values = set_values("operator.replicaCount=0")
         helm.install(
@@ -285,7 +285,7 @@ def installed_operator(cluster: KubeCluster, log_dir: Path) -> Iterator[Operator
                 "--timeout=60s",
             )
             kubeconfig = cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
-            operator = Operator(kubeconfig, log_dir)
+            operator = Operator(kubeconfig, log_dir, extra_env=env)
             operator.start()
             try:
                 yield operator

@@ -1,5 +1,6 @@
-"""The operator's lifecycle on a real control plane: launch, crash, zombie, restart, suspend,
-delete, invalid specs. Real kube-apiserver, real Spark drivers, real PostgreSQL."""
+"""The operator's lifecycle on a real control plane: launch, crash, restart, suspend, delete,
+invalid specs (a zombie on a lost node: test_operator_node_loss_cluster.py). Real
+kube-apiserver, real Spark drivers, real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from eo_jobs.protocol.errors import EXIT_FENCED
 from tests.monitoring.prometheus_binaries import running_prometheus
 from tests.operator.cluster_env import (
     Scene,
@@ -68,44 +68,6 @@ def test_a_killed_driver_is_fenced_recovered_and_relaunched_with_a_higher_epoch(
     status = scene.status()
     assert status["restarts"] == 1 and status["epoch"] == 2
     assert "DriverFailed" in scene.events()
-
-
-def test_a_zombie_on_a_lost_node_is_fenced_and_the_sink_stays_exact(scene: Scene) -> None:
-    scene.add_files(3)
-    scene.apply()
-    driver = scene.until("a running driver", scene.running_driver)
-    scene.until("first rows", lambda: scene.rows() > 0)
-    kubelet = scene.cluster.kubelet
-    kubelet.simulate_node_lost()
-    zombie = kubelet.detach(scene.namespace, driver["metadata"]["name"])
-    try:
-        scene.until(
-            "the operator fences the lost driver",
-            lambda: _epoch(scene) >= 2 and "DriverLost" in scene.events(),
-        )
-    finally:
-        kubelet.restore_node()
-    scene.add_files(4)
-    scene.until(
-        "epoch 2 driver running",
-        lambda: (
-            (d := scene.running_driver()) is not None
-            and d["metadata"]["labels"]["eo.dev/epoch"] == "2"
-        ),
-    )
-    scene.until("all records delivered", scene.all_delivered)
-    code = None
-    try:
-        code = zombie.process.wait(180)
-    finally:
-        if code is None:
-            zombie.process.kill()
-    log = zombie.log_path.read_text(errors="replace")
-    assert code == EXIT_FENCED, log[-3000:]
-    assert "fenced" in log
-    time.sleep(3)
-    audit = scene.audit()
-    assert (audit.duplicates, audit.missing, audit.unexpected, audit.prepared_left) == (0,) * 4
 
 
 def test_an_operator_killed_between_fence_and_launch_completes_that_recovery_once(
