@@ -80,3 +80,22 @@ def test_the_format_comes_from_the_environment_and_a_wrong_one_is_named(
     assert logs.configure() == "text"
     with pytest.raises(ValueError, match="unknown log format 'xml'"):
         logs.configure("xml")
+
+
+def test_an_event_line_is_json_starting_with_its_event_and_carries_the_context(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    logs.configure("text", "INFO")  # events stay JSON for the tools that read them
+    logs.set_context(pipeline="orders", namespace="shop", epoch=3, batch=16)
+    logs.event("replay", batch=17, rows=2)
+
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line]
+    assert line.startswith('{"event": "replay"')
+    assert json.loads(line) == {
+        "event": "replay",
+        "batch": 17,  # the event's own batch wins over the context's
+        "rows": 2,
+        "pipeline": "orders",
+        "namespace": "shop",
+        "epoch": 3,
+    }

@@ -6,11 +6,14 @@ words inside the message. The operator's kopf records name their object in ``k8s
 read too. ``EO_LOG_FORMAT`` (or ``--log-format``) chooses ``json`` (default) or ``text``.
 
 The driver's ``{"event": ...}`` lines on stdout (batch, progress, replay) are a separate,
-stable event stream; they are not log records and keep their shape.
+stable event stream for tools (the demo, the benchmarks, the chaos harness read it): they are
+JSON whatever the log format, start with their ``event`` key, and carry the same context fields
+as the log records, so a log pipeline filters both by pipeline, namespace, epoch and batch.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -37,6 +40,17 @@ def set_context(**fields: Any) -> None:
             _context.pop(key, None)
         else:
             _context[key] = value
+
+
+def event(name: str, **fields: Any) -> None:
+    """Print one line of the driver's event stream: ``{"event": name, **fields, **context}``.
+
+    A field given here wins over the context's (a replayed batch names its own batch).
+    """
+    line = {"event": name, **fields}
+    for key, value in _context.items():
+        line.setdefault(key, value)
+    print(json.dumps(line), flush=True)
 
 
 class _Context(logging.Filter):

@@ -120,7 +120,7 @@ def test_an_idle_query_keeps_the_heartbeat_fresh_without_any_batch(
     folder = tmp_path / "in"
     folder.mkdir()
     metrics = DriverMetrics("shop/orders", registry=CollectorRegistry())
-    listener = ProgressListener("shop/orders", metrics)
+    listener = ProgressListener(metrics)
     spark.streams.addListener(listener)
     query = (
         spark.readStream.schema("id INT")

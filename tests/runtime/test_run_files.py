@@ -36,6 +36,12 @@ def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_d
     records = [json.loads(line) for line in out.splitlines() if line.startswith('{"level"')]
     assert records, out
     assert {(r["pipeline"], r["namespace"], r["epoch"]) for r in records} == {("orders", "test", 1)}
+    # The event stream carries the same fields, so a log pipeline filters both alike.
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    batches = [e for e in events if e["event"] == "batch"]
+    assert batches, out
+    assert {(e["pipeline"], e["namespace"], e["epoch"]) for e in events} == {("orders", "test", 1)}
+    assert sorted(e["batch"] for e in batches) == list(range(len(batches)))
 
 
 @pytest.mark.parametrize("point", POINTS)

@@ -11,7 +11,6 @@ pipeline.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -95,16 +94,11 @@ class ForeachBatch:
         offsets = ctx.checkpoint.offsets(batch_id)
         decision = ctx.coordinator.begin(query_id, batch_id, offsets)
         if decision is not None:
-            print(
-                json.dumps(
-                    {
-                        "event": "replay",
-                        "batch": batch_id,
-                        "decided_by_epoch": decision.epoch,
-                        "rows": decision.rows_written,
-                    }
-                ),
-                flush=True,
+            logs.event(
+                "replay",
+                batch=batch_id,
+                decided_by_epoch=decision.epoch,
+                rows=decision.rows_written,
             )
             return
         try:

@@ -13,12 +13,12 @@ that hangs sends neither, so the heartbeat goes stale exactly when the pipeline 
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from eo_jobs import logs
 from eo_jobs.runtime.metrics import DriverMetrics
 
 log = logging.getLogger("eo.progress")
@@ -48,40 +48,20 @@ def offsets_behind_latest(sources: Any) -> float | None:
 class ProgressListener(StreamingQueryListener):
     """One log line per batch and per query start/termination."""
 
-    def __init__(self, pipeline: str, metrics: DriverMetrics | None = None) -> None:
-        self.pipeline = pipeline
+    def __init__(self, metrics: DriverMetrics | None = None) -> None:
+        # The pipeline, namespace and epoch come with every event from the log context.
         self.metrics = metrics
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
         """Log the query id (it ties the checkpoint to the decision log)."""
-        print(
-            json.dumps(
-                {
-                    "event": "query-started",
-                    "pipeline": self.pipeline,
-                    "query_id": str(event.id),
-                    "run_id": str(event.runId),
-                }
-            ),
-            flush=True,
-        )
+        logs.event("query-started", query_id=str(event.id), run_id=str(event.runId))
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802
         """Spark's progress of one micro-batch; also a heartbeat (a trigger ran)."""
         p = event.progress
         if self.metrics is not None:
             self.metrics.trigger(offsets_behind_latest(p.sources))
-        print(
-            json.dumps(
-                {
-                    "event": "progress",
-                    "batch": p.batchId,
-                    "input_rows": p.numInputRows,
-                    "duration_ms": p.durationMs,
-                }
-            ),
-            flush=True,
-        )
+        logs.event("progress", batch=p.batchId, input_rows=p.numInputRows, duration_ms=p.durationMs)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
         """A trigger ran and found no new input: the pipeline is idle, not stuck."""
@@ -90,13 +70,4 @@ class ProgressListener(StreamingQueryListener):
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         """Log how the query ended."""
-        print(
-            json.dumps(
-                {
-                    "event": "query-terminated",
-                    "pipeline": self.pipeline,
-                    "exception": event.exception,
-                }
-            ),
-            flush=True,
-        )
+        logs.event("query-terminated", exception=event.exception)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -171,7 +170,10 @@ def start_protocol(
         report = coordinator.startup()
     except FenceRegressionError as exc:
         raise StartupError(f"fenced: {exc}", EXIT_FENCED) from exc
-    print(json.dumps({"event": "recovered", **report.as_json()}), flush=True)
+    # The report names the pipeline by its key ("namespace/name"); the event's pipeline and
+    # namespace fields are those of every log record, from the context.
+    recovered = {k: v for k, v in report.as_json().items() if k != "pipeline"}
+    logs.event("recovered", **recovered)
     return bound, coordinator
 
 
@@ -187,20 +189,15 @@ class Progress:
         self.metrics.batch(
             result.batch_id, seconds, result.commit_ms / 1000.0, dict(result.rows_by_sink)
         )
-        print(
-            json.dumps(
-                {
-                    "event": "batch",
-                    "batch": result.batch_id,
-                    "rows": result.rows,
-                    "prepare_ms": round(result.prepare_ms, 1),
-                    "decide_ms": round(result.decide_ms, 1),
-                    "commit_ms": round(result.commit_ms, 1),
-                    "seconds": round(seconds, 3),
-                    "rows_by_sink": dict(result.rows_by_sink),
-                }
-            ),
-            flush=True,
+        logs.event(
+            "batch",
+            batch=result.batch_id,
+            rows=result.rows,
+            prepare_ms=round(result.prepare_ms, 1),
+            decide_ms=round(result.decide_ms, 1),
+            commit_ms=round(result.commit_ms, 1),
+            seconds=round(seconds, 3),
+            rows_by_sink=dict(result.rows_by_sink),
         )
 
     def failed(self, exc: BaseException) -> None:
@@ -285,7 +282,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             else None
         ),
     )
-    listener = ProgressListener(pipeline.key, metrics)
+    listener = ProgressListener(metrics)
     spark.streams.addListener(listener)
     writer = (
         read_source(spark, spec, source_secrets)
