@@ -3,6 +3,7 @@ the field named, printer columns shown."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,54 @@ def test_an_invalid_example_is_rejected_by_the_api_server_naming_the_field(
     )
     assert result.returncode != 0
     assert field in result.stderr, result.stderr
+
+
+def _kafka_pipeline(**kafka: object) -> str:
+    source = {"bootstrapServers": "kafka:9093", "topics": ["orders"], "schema": "id BIGINT"}
+    return json.dumps(
+        {
+            "apiVersion": "eo.dev/v1alpha1",
+            "kind": "ExactlyOncePipeline",
+            "metadata": {"name": "kafka-secret-options"},
+            "spec": {
+                "source": {"kafka": {**source, **kafka}},
+                "sinks": [
+                    {
+                        "name": "ledger",
+                        "postgres": {
+                            "dsn": {"secretKeyRef": {"name": "db", "key": "dsn"}},
+                            "table": "public.ledger",
+                        },
+                    }
+                ],
+                "checkpoint": {"location": "s3a://checkpoints/ledger"},
+            },
+        }
+    )
+
+
+REF = {"secretKeyRef": {"name": "orders-kafka", "key": "jaas"}}
+
+
+@pytest.mark.parametrize(
+    ("kafka", "message"),
+    [
+        ({"options": {"KAFKA.SSL.KEY.PASSWORD": "x"}}, "options may not carry credentials"),
+        ({"secretOptions": {"sasl.jaas.config": REF}}, "secretOptions keys are Kafka client"),
+        (
+            {
+                "options": {"kafka.sasl.mechanism": "PLAIN"},
+                "secretOptions": {"kafka.sasl.mechanism": REF},
+            },
+            "not in both",
+        ),
+    ],
+)
+def test_the_api_server_refuses_kafka_credentials_that_are_not_secret_references(
+    crd_installed: KubeCluster, kube_namespace: str, kafka: dict[str, object], message: str
+) -> None:
+    result = crd_installed.kubectl(
+        "apply", "-n", kube_namespace, "-f", "-", input=_kafka_pipeline(**kafka), check=False
+    )
+    assert result.returncode != 0
+    assert "spec.source.kafka" in result.stderr and message in result.stderr, result.stderr
