@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from bench.chaos.faults import KINDS
-from bench.chaos.operator_mode import KINDS as OPERATOR_KINDS
+from bench.chaos.operator_faults import EXECUTOR_KINDS
+from bench.chaos.operator_faults import KINDS as OPERATOR_KINDS
 from bench.chaos.operator_mode import run_operator
 from bench.chaos.run import Plan, Summary, run
 
@@ -44,22 +45,36 @@ def main(argv: list[str] | None = None) -> int:
         help="driver: the harness relaunches drivers as the operator would; operator: the real "
         "operator on the test control plane does every recovery",
     )
+    parser.add_argument(
+        "--executors",
+        type=int,
+        default=0,
+        help="operator mode: executor pods of the pipeline (adds the executor-delete kind); "
+        "0 runs the writers inside the driver",
+    )
     parser.add_argument("--workdir", default=None, help="kept after the run; else a temporary one")
     args = parser.parse_args(argv)
+    if args.executors < 0 or (args.executors and args.mode != "operator"):
+        parser.error("--executors takes a count >= 0, and only with --mode operator")
     known = list(OPERATOR_KINDS if args.mode == "operator" else KINDS)
+    if not args.executors:
+        known = [k for k in known if k not in EXECUTOR_KINDS]
     kinds = [k for k in (args.kinds or ",".join(known)).split(",") if k]
     unknown = sorted(set(kinds) - set(known))
     if unknown:
-        parser.error(f"unknown fault kinds {unknown} for --mode {args.mode}; known: {known}")
+        parser.error(
+            f"unknown fault kinds {unknown} for --mode {args.mode} with --executors "
+            f"{args.executors}; known: {known}"
+        )
     seed = args.seed if args.seed is not None else time.time_ns() % 100_000
     minutes = args.minutes if args.minutes is not None or args.faults is not None else 5.0
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="eo-chaos-"))
     print(
         f"chaos: seed {seed}, mode {args.mode}, source {args.source}, "
-        f"kinds {', '.join(kinds)}, work {work}",
+        f"executors {args.executors}, kinds {', '.join(kinds)}, work {work}",
         flush=True,
     )
-    plan = Plan(seed, minutes, args.faults, kinds, args.source)
+    plan = Plan(seed, minutes, args.faults, kinds, args.source, args.executors)
     summary = run_operator(plan, work) if args.mode == "operator" else run(plan, work)
     print_summary(summary)
     if not args.workdir and not summary.violations():

@@ -70,6 +70,17 @@ def last_batch(dsn: str) -> int:
     return int(row[0]) if row else -1
 
 
+def decided_batches(dsn: str) -> list[int]:
+    """Every batch id in the decisions table, once per decision: a batch decided twice (under
+    another query id, the table's key being pipeline, query id and batch id) shows twice.
+    Where the harness does not read the drivers' own reports (the operator mode)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT batch_id FROM eo.decisions WHERE pipeline = %s", (PIPELINE,)
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
 def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
     """The whole audit; ``decided_by_drivers`` is every batch id any driver reported deciding."""
     with psycopg.connect(dsn) as conn:

@@ -84,6 +84,8 @@ class Plan:
     kinds: list[str]
     source: str = "files"
     """``files`` (JSON-lines files) or ``kafka`` (a real broker started for the run)."""
+    executors: int = 0
+    """Executor pods of the pipeline (operator mode only; 0: the writers run in the driver)."""
 
 
 @dataclass

@@ -48,6 +48,44 @@ def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
     assert int(match[3]) > len(KINDS)
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_a_seeded_operator_mode_run_with_executor_deletion_and_node_partition_has_no_violation(
+    tmp_path: Path,
+) -> None:
+    """The operator mode's kinds that need executor pods and a second node: an executor deleted
+    mid-task (Spark retries, the batch commits once) and the driver's node partitioned (the
+    operator fences the zombie and relaunches on the other node)."""
+    work = tmp_path / "chaos"
+    kinds = ("executor-delete", "node-partition")
+    result = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "bench.chaos", "--mode", "operator", "--executors", "2"),
+            *("--seed", "4242", "--faults", str(len(kinds)), "--kinds", ",".join(kinds)),
+            *("--workdir", str(work)),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    out = result.stdout.strip()
+    last = out.splitlines()[-1] if out else ""
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    match = re.fullmatch(
+        r"faults: (\d+), kinds: (\d+), batches: (\d+), violations: 0, seed: 4242", last
+    )
+    assert match, last
+    assert (int(match[1]), int(match[2])) == (len(kinds), len(kinds))
+    # Each fault did what it says: an executor went mid-task, the zombie met the fence or was
+    # killed when its node came back, after a driver on the other node had decided a batch.
+    assert re.search(r"executor-delete: (force-)?deleted-mid-task", out), out[-4000:]
+    assert re.search(r"node-partition: zombie-(fenced|killed-at-heal)", out), out[-4000:]
+
+
 def _tables(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(

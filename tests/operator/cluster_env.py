@@ -269,11 +269,15 @@ def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
 
 
 @contextlib.contextmanager
-def installed_operator(cluster: KubeCluster, log_dir: Path, **env: str) -> Iterator[Operator]:
+def installed_operator(
+    cluster: KubeCluster, log_dir: Path, *, chart_values: tuple[str, ...] = (), **env: str
+) -> Iterator[Operator]:
     """Install the chart (CRDs, RBAC) with Helm's engine and run the operator as its SA, with
-    ``env`` added to its environment (settings the chart passes as values)."""
+    ``env`` added to its environment (settings the chart passes as values). ``chart_values``
+    are more ``--set`` expressions, e.g. ``driver.namespaces={ns}`` for the driver's RBAC
+    (those namespaces must exist first)."""
     with helm_python.Config(kubeconfig_path=cluster.kubeconfig, namespace=SYSTEM) as helm:
-        values = set_values("operator.replicaCount=0")
+        values = set_values("operator.replicaCount=0", *chart_values)
         helm.install(
             str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
         )
