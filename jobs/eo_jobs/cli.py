@@ -455,6 +455,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--metrics-port", type=int, default=9090, help="Prometheus metrics port")
     p.add_argument("--liveness-port", type=int, default=8080, help="kopf liveness probe port")
+    p.add_argument(
+        "--workers",
+        type=_positive,
+        default=8,
+        help="reconcile passes run at once, in threads (deletions get half as many of their "
+        "own); pipelines beyond it wait their turn, never a thread each (default: 8)",
+    )
     _leader_election_options(p)
     p.set_defaults(func=_operator)
     return top

@@ -33,11 +33,30 @@ class Conflict(Exception):  # noqa: N818 (a signal, not an error)
     """The object changed since it was read (HTTP 409 on a guarded write)."""
 
 
+def _count_requests(api_client: client.ApiClient, on_request: Callable[[str, str], None]) -> None:
+    """Call ``on_request(method, url)`` for every HTTP request the client sends (the
+    operator's API load per pipeline is a scale figure: bench/operator_scale.py)."""
+    rest = api_client.rest_client
+    send: Callable[..., Any] = rest.request
+
+    def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        on_request(method, url)
+        return send(method, url, *args, **kwargs)
+
+    rest.request = counted  # type: ignore[method-assign]
+
+
 class Kube:
     """Typed, synchronous access to what the operator needs."""
 
-    def __init__(self, api_client: client.ApiClient | None = None) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        on_request: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.api_client = api_client or client.ApiClient()
+        if on_request is not None:
+            _count_requests(self.api_client, on_request)
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)

@@ -16,11 +16,12 @@ import os
 import socket
 
 import kopf
+from kubernetes import client
 from kubernetes import config as kube_config
 from prometheus_client import CollectorRegistry
 
 from eo_jobs import logs
-from eo_operator.handlers import register
+from eo_operator.handlers import DEFAULT_WORKERS, Executors, register
 from eo_operator.kube import Kube
 from eo_operator.leader import LeaderElector, LeaseConfig, standby_liveness
 from eo_operator.metrics import PipelineMetrics
@@ -33,6 +34,15 @@ def load_kube_config() -> None:
         kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
     else:
         kube_config.load_kube_config()  # type: ignore[no-untyped-call]
+
+
+def _pool_config(workers: int) -> client.Configuration:
+    """The loaded client configuration with one HTTP connection per thread that may use it
+    (the reconcile and finalize threads, the Lease renewer): the default, cores * 5, would
+    make threads of a large ``--workers`` queue for a connection or reconnect each time."""
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, 2 * workers)
+    return configuration
 
 
 EXIT_LEADERSHIP_LOST = 3
@@ -76,8 +86,12 @@ def operator_cli(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SystemExit(f"eo operator: {exc}") from None
     load_kube_config()
-    kube = Kube()
+    workers = int(getattr(args, "workers", DEFAULT_WORKERS))
     metrics = PipelineMetrics(CollectorRegistry())
+    kube = Kube(
+        client.ApiClient(_pool_config(workers)),
+        on_request=lambda method, _url: metrics.count_api_request(method),
+    )
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     elector = None
@@ -97,7 +111,8 @@ def _run_kopf(
     args: argparse.Namespace, kube: Kube, metrics: PipelineMetrics, standalone: bool
 ) -> int:
     registry = kopf.OperatorRegistry()
-    register(registry, Reconciler(kube, metrics, Settings()))
+    executors = Executors(int(getattr(args, "workers", DEFAULT_WORKERS)))
+    register(registry, Reconciler(kube, metrics, Settings()), executors)
 
     # A private registry does not get kopf's default login handlers: use the client's config
     # (in-cluster ServiceAccount, or the kubeconfig), as the rest of the operator does.
@@ -112,7 +127,18 @@ def _run_kopf(
             prefix="eo.dev", key="last-handled-configuration"
         )
         settings.watching.server_timeout = 60
+        # Every eo handler is async (blocking work goes to ``executors``); kopf's own pool
+        # only runs sync helpers such as the login handler.
+        settings.execution.max_workers = 4
 
+    try:
+        _kopf_run(args, registry, standalone)
+    finally:
+        executors.shutdown()
+    return 0
+
+
+def _kopf_run(args: argparse.Namespace, registry: kopf.OperatorRegistry, standalone: bool) -> None:
     kopf.run(
         registry=registry,
         clusterwide=not args.namespace,
@@ -123,4 +149,3 @@ def _run_kopf(
         if args.liveness_port
         else None,
     )
-    return 0

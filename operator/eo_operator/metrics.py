@@ -198,6 +198,7 @@ class PipelineMetrics:
 
     def __init__(self, registry: CollectorRegistry, clock: Callable[[], float] = time.time) -> None:
         self.registry = registry
+        self._clock = clock
         self._lock = threading.Lock()
         self._seen: dict[tuple[str, str], _Seen] = {}
 
@@ -305,6 +306,18 @@ class PipelineMetrics:
         for handler in HANDLERS:
             self._reconcile_duration.labels(handler)
             self._reconcile_errors.labels(handler)
+        self._api_requests = Counter(
+            "eo_operator_api_requests",
+            "HTTP requests the operator's passes and deletions sent to the Kubernetes API "
+            "(kopf's own watches and patches not included).",
+            ("method",),
+            registry=registry,
+        )
+        self._last_observed = gauge(
+            "eo_pipeline_last_observed_timestamp_seconds",
+            "When a reconcile pass last observed the pipeline and its driver: status and the "
+            "other per-pipeline series are at most this old.",
+        )
         self._since_last_commit = _SecondsSince(
             "eo_pipeline_seconds_since_last_commit",
             "Seconds since the last decided batch, computed at scrape time.",
@@ -327,7 +340,7 @@ class PipelineMetrics:
             self._in_doubt_resolutions, self._fenced_attempts, self._start_timeouts,
             self._recoveries,
             self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
-            self._last_trigger, self._offsets_behind,
+            self._last_trigger, self._offsets_behind, self._last_observed,
         )  # fmt: skip
 
     def observe_pass(self, namespace: str, pipeline: str, observed: PipelinePass) -> None:
@@ -348,6 +361,7 @@ class PipelineMetrics:
             self._driver_up.labels(*key).set(observed.driver_up)
             seen.restarts = _advance(self._restarts.labels(*key), seen.restarts, observed.restarts)
             self._since_last_progress.set(namespace, pipeline, "start", observed.active_since)
+            self._last_observed.labels(*key).set(self._clock())
 
     def observe_driver_progress(
         self,
@@ -460,6 +474,10 @@ class PipelineMetrics:
         """Count one finished recovery and how long it took."""
         self._recoveries.labels(namespace, pipeline).inc()
         self._recovery_duration.labels(namespace, pipeline).observe(seconds)
+
+    def count_api_request(self, method: str) -> None:
+        """Count one request to the Kubernetes API (``Kube``'s hook)."""
+        self._api_requests.labels(method).inc()
 
     def forget(self, namespace: str, pipeline: str) -> None:
         """Drop every series of a deleted pipeline, so label sets do not grow without bound."""

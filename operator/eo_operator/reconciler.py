@@ -23,6 +23,7 @@ from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.checks import credential_refs, executor_input_problem
 from eo_jobs.spec.models import Pipeline
+from eo_jobs.spec.pod_template import ASSIGNED_UID_ENV
 from eo_operator.blockers import SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
 from eo_operator.kube import Conflict, Kube
@@ -82,6 +83,25 @@ class Settings:
     """How long a driver's node may be not Ready (partitioned, dead, kubelet down) before the
     driver is fenced, force-deleted and relaunched elsewhere; also the ``tolerationSeconds``
     of the driver pods' ``unreachable``/``not-ready`` tolerations."""
+    platform_assigns_uid: bool = field(
+        default_factory=lambda: os.environ.get(ASSIGNED_UID_ENV, "").lower() == "true"
+    )
+    """OpenShift-like platforms assign each pod's UID, GID and fsGroup (the chart's
+    ``openshift: true``): driver and executor pods then name none."""
+    max_requeue: float = field(
+        default_factory=lambda: float(os.environ.get("EO_MAX_REQUEUE_SECONDS", "20"))
+    )
+    """The longest wait between two passes of one pipeline (the planner asks for 30 s when
+    suspended or failed): the operator's view of every pipeline (status, metrics) is at most
+    this old, which is the status-freshness figure of bench/operator_scale.py. Spec edits and
+    driver pod changes wake a pipeline's loop at once whatever this is."""
+    idle_health_interval: float = field(
+        default_factory=lambda: float(os.environ.get("EO_IDLE_HEALTH_INTERVAL_SECONDS", "120"))
+    )
+    """``health_interval`` for an idle pipeline: suspended or failed, no driver pod, nothing in
+    doubt at its last health pass. Nothing writes to its sinks, and its sweep finds nothing,
+    so the sink queries of 1,000 idle pipelines stay small; it still runs, for a zombie on a
+    lost node (force-deleted, so no pod left) whose late prepare must be swept."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
@@ -228,6 +248,8 @@ class Reconciler:
         self._tallies: dict[tuple[str, str], BatchTally] = {}
         self._blocked: dict[tuple[str, str], Blocked] = {}
         self._nodes_forbidden = False
+        self._in_doubt: dict[tuple[str, str], int] = {}
+        """In-doubt transactions each pipeline had at its last health pass."""
 
     def reconcile(self, namespace: str, name: str) -> float:
         """One pass; returns seconds until the next one.
@@ -242,6 +264,9 @@ class Reconciler:
             raise RetrySoon(f"{namespace}/{name} changed since it was observed") from None
 
     def _reconcile(self, namespace: str, name: str) -> float:
+        return min(self._pass(namespace, name), self.settings.max_requeue)
+
+    def _pass(self, namespace: str, name: str) -> float:
         obj = self.kube.get_pipeline(namespace, name)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             return 5.0
@@ -268,14 +293,18 @@ class Reconciler:
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
         status = status_from(result.memory, observation, obj.get("status") or {})
-        # Status first, guarded by the observation's resourceVersion; the patch returns the
-        # object with its new resourceVersion, which guards the epoch reservation.
-        patched = self.kube.patch_status(obj, status)
-        if patched is None or patched["metadata"].get("deletionTimestamp"):
-            # Deleted since it was read: the finalizer owns it now, and a driver launched
-            # here would run beside (or after) the finalizer's fence.
-            return 5.0
-        obj = patched
+        if result.actions or not _unchanged(obj, status):
+            # Status first, guarded by the observation's resourceVersion; the patch returns
+            # the object with its new resourceVersion, which guards the epoch reservation. A
+            # pass that acts always writes first (so it acts only on an observation nobody
+            # changed since); a pass that neither acts nor changes anything writes nothing:
+            # at 1,000 pipelines, unconditional patches were most of the API and etcd load.
+            patched = self.kube.patch_status(obj, status)
+            if patched is None or patched["metadata"].get("deletionTimestamp"):
+                # Deleted since it was read: the finalizer owns it now, and a driver launched
+                # here would run beside (or after) the finalizer's fence.
+                return 5.0
+            obj = patched
         if pipeline is not None:
             acted = self._act_or_block(obj, pipeline, result, observation)
             if acted is None:
@@ -490,7 +519,13 @@ class Reconciler:
         image = pipeline.spec.driver.image or self.settings.job_image
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
         pod = driver_pod(
-            pipeline, obj, epoch, image, account, self.settings.node_lost_grace_seconds
+            pipeline,
+            obj,
+            epoch,
+            image,
+            account,
+            self.settings.node_lost_grace_seconds,
+            self.settings.platform_assigns_uid,
         )
         obj = (
             self.kube.patch_status(
@@ -521,7 +556,13 @@ class Reconciler:
     ) -> None:
         """Every ``health_interval``: sweep, read the decision log, update status and metrics."""
         key = (pipeline.metadata.namespace, pipeline.metadata.name)
-        if time.monotonic() - self._health_at.get(key, 0.0) < self.settings.health_interval:
+        idle = (
+            memory.phase in (Phase.SUSPENDED, Phase.FAILED)
+            and driver is None
+            and self._in_doubt.get(key) == 0
+        )
+        interval = self.settings.idle_health_interval if idle else self.settings.health_interval
+        if time.monotonic() - self._health_at.get(key, 0.0) < interval:
             return
         self._health_at[key] = time.monotonic()
         if driver_ip is not None:
@@ -579,6 +620,7 @@ class Reconciler:
             return
         finally:
             sinks.close()
+        self._in_doubt[key] = health.in_doubt
         self._publish(obj, pipeline, memory, driver, health, fresh)
 
     def _publish(
@@ -621,7 +663,8 @@ class Reconciler:
             "no batch decided recently" if stalled else "batches are being decided",
         )
         status["conditions"] = conds
-        self.kube.patch_status(obj, status)
+        if not _unchanged(obj, status):
+            self.kube.patch_status(obj, status)
         tally = self._tallies[key]
         self.metrics.observe_health(
             *key,
@@ -666,6 +709,8 @@ class Reconciler:
             self.kube.delete_pod(namespace, pod["metadata"]["name"], grace_seconds=0)
         self.metrics.forget(namespace, name)
         self._tallies.pop((namespace, name), None)
+        self._in_doubt.pop((namespace, name), None)
+        self._health_at.pop((namespace, name), None)
         if pipeline is None:
             pipeline = self._last_launched(obj)
         if pipeline is None:
@@ -691,6 +736,13 @@ class Reconciler:
         document["metadata"] = {**document.get("metadata", {}), **meta}
         pipeline, _ = parse(document)
         return pipeline
+
+
+def _unchanged(obj: dict[str, Any], status: dict[str, Any]) -> bool:
+    """True when merge-patching ``status`` would not change the object's status (a None
+    value removes a field, so it matches a missing one)."""
+    current = obj.get("status") or {}
+    return all(current.get(key) == value for key, value in status.items())
 
 
 def _sink_answered(obj: dict[str, Any]) -> list[dict[str, Any]]:

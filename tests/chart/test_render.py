@@ -67,13 +67,14 @@ def test_namespaced_objects_live_in_the_release_namespace_or_a_watched_one() -> 
             assert namespace in {NAMESPACE, "team-a", "team-b"}, obj["metadata"]
 
 
-def test_the_operator_runs_eo_operator_with_leader_election_ports_and_watched_namespaces() -> None:
+def test_the_operator_runs_eo_operator_with_leader_election_ports_namespaces_and_workers() -> None:
     objects = render(
         set_values(
             "operator.watchNamespaces={team-a,team-b}",
             "operator.replicaCount=2",
             "operator.leaderElection.leaseName=blue",
             "operator.leaderElection.leaseDurationSeconds=20",
+            "operator.workers=16",
         )
     )
     deployment = find(objects, "Deployment", "eo-operator")
@@ -95,6 +96,7 @@ def test_the_operator_runs_eo_operator_with_leader_election_ports_and_watched_na
         "--namespace=team-b",
         "--metrics-port=9090",
         "--liveness-port=8080",
+        "--workers=16",
     ]
     identity = next(e for e in container["env"] if e["name"] == "POD_NAME")
     assert identity["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}

@@ -9,7 +9,13 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from eo_operator.metrics import PHASES, PipelineHealth, PipelineMetrics, SinkHealth
+from eo_operator.metrics import (
+    PHASES,
+    PipelineHealth,
+    PipelineMetrics,
+    PipelinePass,
+    SinkHealth,
+)
 
 CONTRACT = {
     "eo_pipeline_info": "gauge",
@@ -39,6 +45,8 @@ CONTRACT = {
     "eo_sink_max_prepared_transactions": "gauge",
     "eo_operator_reconcile_duration_seconds": "histogram",
     "eo_operator_reconcile_errors": "counter",
+    "eo_operator_api_requests": "counter",
+    "eo_pipeline_last_observed_timestamp_seconds": "gauge",
 }
 
 ORDERS = {"namespace": "shop", "pipeline": "orders"}
@@ -100,6 +108,8 @@ def _series_of(metrics: PipelineMetrics, pipeline: str) -> list[str]:
 
 def test_exposition_has_every_contract_metric_with_its_type(metrics: PipelineMetrics) -> None:
     metrics.observe_health("shop", "orders", _health(checkpoint_durations=(1.0,)))
+    metrics.observe_pass("shop", "orders", PipelinePass("Running", True, 0, 3, None))
+    metrics.count_api_request("GET")
     families = {
         family.name: family.type
         for family in text_string_to_metric_families(metrics.exposition().decode())
@@ -307,3 +317,20 @@ def test_serve_exposes_the_metrics_over_http(metrics: PipelineMetrics) -> None:
         server.shutdown()
         server.server_close()
     assert 'eo_pipeline_epoch{namespace="shop",pipeline="orders"} 3.0' in body
+
+
+def test_a_pass_stamps_when_it_observed_the_pipeline_and_forget_drops_it(
+    metrics: PipelineMetrics, clock: Clock
+) -> None:
+    metrics.observe_pass("shop", "orders", PipelinePass("Suspended", False, 0, 1, None))
+    assert _value(metrics, "eo_pipeline_last_observed_timestamp_seconds", **ORDERS) == clock.now
+    metrics.forget("shop", "orders")
+    assert _value(metrics, "eo_pipeline_last_observed_timestamp_seconds", **ORDERS) is None
+
+
+def test_api_requests_are_counted_by_method(metrics: PipelineMetrics) -> None:
+    metrics.count_api_request("GET")
+    metrics.count_api_request("GET")
+    metrics.count_api_request("PATCH")
+    assert _value(metrics, "eo_operator_api_requests_total", method="GET") == 2
+    assert _value(metrics, "eo_operator_api_requests_total", method="PATCH") == 1
