@@ -7,7 +7,8 @@
 # Compilers, Maven and pip caches live only in the builder stages; the final stages copy a
 # finished virtualenv (and, for the job, the jar cache) and run as uid 10001, for whom only
 # /tmp is writable (HOME too points there): pods run them with a read-only root filesystem
-# and an emptyDir on /tmp.
+# and an emptyDir on /tmp. The job image also runs as any UID without a passwd entry
+# (OpenShift's restricted SCC): its entrypoint gives that UID a name through libnss-wrapper.
 # One base image for every stage, pinned to an exact tag (the venv's interpreter comes from
 # the base image, so builder and final stages must use the same one). Where no registry is
 # reachable, scripts/build-images.sh passes --build-arg BASE_IMAGE=<a local Debian base with
@@ -75,7 +76,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 
 FROM ${BASE_IMAGE} AS job
 RUN apt-get update \
-    && apt-get install --yes --no-install-recommends openjdk-17-jre-headless tini \
+    && apt-get install --yes --no-install-recommends openjdk-17-jre-headless tini libnss-wrapper \
     && rm -rf /var/lib/apt/lists/* \
     && ln -s "$(dirname "$(dirname "$(readlink -f /usr/bin/java)")")" /opt/java \
     && groupadd --system --gid 10001 eo \

@@ -14,9 +14,33 @@
 # SPARK_JAVA_OPT_<n> (JVM options, in order of n), SPARK_CLASSPATH, SPARK_EXTRA_CLASSPATH,
 # SPARK_DIST_CLASSPATH, SPARK_CONF_DIR, HADOOP_CONF_DIR. SPARK_HOME defaults to the PySpark
 # package inside the image's virtualenv.
+#
+# A user with no passwd entry (OpenShift's restricted SCC runs the pod as an arbitrary UID of
+# the namespace's range, GID 0): the JVM's login (Hadoop's UnixLoginModule) fails with "invalid
+# null input: name" and Ivy's folder becomes "?/.ivy2". The root filesystem is read-only, so
+# /etc/passwd cannot gain the entry; instead nss_wrapper (Debian's libnss-wrapper) answers
+# from a copy with the entry under $HOME (/tmp, the pod's writable emptyDir), for this process
+# and every process it starts (the JVM, PySpark's workers).
 set -euo pipefail
 
 die() { printf 'entrypoint: %s\n' "$*" >&2; exit 2; }
+
+passwd_entry() {
+  local uid gid lib
+  uid="$(id -u)"
+  getent passwd "$uid" >/dev/null && return 0
+  gid="$(id -g)"
+  lib="$(ls /usr/lib/*/libnss_wrapper.so /usr/lib/libnss_wrapper.so 2>/dev/null | head -n 1 || true)"
+  [[ -n "$lib" ]] || die "uid $uid has no passwd entry and libnss_wrapper.so is missing (Spark" \
+    "needs a user name): install libnss-wrapper in the image or run as a user it knows"
+  local dir="${HOME:-/tmp}"
+  [[ "$dir" == / || ! -w "$dir" ]] && dir=/tmp
+  export HOME="$dir"
+  cp /etc/passwd "$dir/.eo-passwd"
+  printf 'eo:x:%s:%s:eo:%s:/usr/sbin/nologin\n' "$uid" "$gid" "$dir" >>"$dir/.eo-passwd"
+  export NSS_WRAPPER_PASSWD="$dir/.eo-passwd" NSS_WRAPPER_GROUP=/etc/group
+  export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"
+}
 
 executor() {
   local name missing=()
@@ -66,6 +90,7 @@ executor() {
     --podName "$SPARK_EXECUTOR_POD_NAME"
 }
 
+passwd_entry
 if [[ "${1:-}" == executor ]]; then
   shift
   [[ $# -eq 0 ]] || die "executor takes no arguments (got: $*)"

@@ -315,9 +315,7 @@ class Reconciler:
                 self._simple(obj, action)
         return result.requeue_seconds
 
-    def _with_node(
-        self, driver: DriverPod | None, pods: list[dict[str, Any]]
-    ) -> DriverPod | None:
+    def _with_node(self, driver: DriverPod | None, pods: list[dict[str, Any]]) -> DriverPod | None:
         """The driver with its node's problem, read only when the pod is not Ready."""
         pod = next((p for p in pods if driver and p["metadata"]["name"] == driver.name), None)
         node_name = suspect_node(pod) if pod is not None else None

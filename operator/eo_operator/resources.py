@@ -184,9 +184,15 @@ def driver_pod(
     image: str,
     service_account: str | None,
     node_lost_seconds: int = 30,
+    platform_assigns_uid: bool = False,
 ) -> dict[str, Any]:
     """The driver Pod of ``epoch``: non-root, read-only root filesystem, secrets by reference,
-    replaced ``node_lost_seconds`` after its node stops being Ready."""
+    replaced ``node_lost_seconds`` after its node stops being Ready; with no UID, GID or
+    fsGroup where the platform assigns them (OpenShift), as the executor pods it creates.
+
+    The container names no command: the image's entrypoint (tini, then docker/entrypoint.sh)
+    runs ``eo run --epoch N``, so a UID without a passwd entry gets its name before Spark's
+    JVM asks for it, and tini reaps the driver's orphaned Python workers."""
     spec = pipeline.spec
     env: list[dict[str, Any]] = [
         {
@@ -203,6 +209,8 @@ def driver_pod(
         },
         {"name": "HOME", "value": "/tmp"},  # noqa: S108 (an emptyDir of the pod)
     ]
+    if platform_assigns_uid:
+        env.append({"name": pod_template.ASSIGNED_UID_ENV, "value": "true"})
     for sink in spec.sinks:
         ref = sink.postgres.dsn.secret_key_ref
         if ref is not None:
@@ -250,12 +258,11 @@ def driver_pod(
         "spec": {
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 60,
-            "securityContext": copy.deepcopy(dict(pod_template.POD_SECURITY_CONTEXT)),
+            "securityContext": pod_template.pod_security_context(platform_assigns_uid),
             "containers": [
                 {
                     "name": "driver",
                     "image": image,
-                    "command": ["eo"],
                     "args": ["run", "--epoch", str(epoch)],
                     "env": env,
                     "ports": [

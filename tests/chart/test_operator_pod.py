@@ -130,6 +130,15 @@ def test_on_openshift_the_platform_assigns_uid_gid_and_fs_group() -> None:
     assert container["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
+def test_on_openshift_the_operator_leaves_uids_of_driver_and_executor_pods_to_the_platform() -> (
+    None
+):
+    assert _env(_pod("openshift=true"))["EO_PLATFORM_ASSIGNS_UID"]["value"] == "true"
+    assert "EO_PLATFORM_ASSIGNS_UID" not in _env(_pod())
+    with pytest.raises(helm_python.HelmError, match="EO_PLATFORM_ASSIGNS_UID is set by the chart"):
+        _pod(values={"operator": {"extraEnv": [{"name": "EO_PLATFORM_ASSIGNS_UID", "value": "x"}]}})
+
+
 def test_a_null_uid_renders_no_run_as_user() -> None:
     spec = _pod(
         values={

@@ -147,12 +147,14 @@ class Container:
         *args: str,
         env: dict[str, str] | None = None,
         volumes: Sequence[tuple[Path, str]] = (),
+        user: str | None = None,
         timeout: float = 300,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the image's ENTRYPOINT with ``args`` (what `docker run IMAGE args` does)."""
+        """Run the image's ENTRYPOINT with ``args`` (what `docker run [--user U] IMAGE args`
+        does)."""
         entry = self.config.get("Entrypoint") or []
         assert isinstance(entry, list)
-        return self.run([*entry, *args], env=env, volumes=volumes, timeout=timeout)
+        return self.run([*entry, *args], env=env, volumes=volumes, user=user, timeout=timeout)
 
 
 @contextmanager

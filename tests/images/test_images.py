@@ -242,11 +242,21 @@ def test_the_job_image_entrypoint_says_what_an_executor_misses(job_image: str) -
     assert "SPARK_EXECUTOR_POD_NAME" in result.stderr
 
 
+# What OpenShift's restricted SCC does: a UID from the namespace's range, no passwd entry for
+# it in the image, GID 0.
+ARBITRARY_USER = "1000700000:0"
+
+
+@pytest.mark.parametrize(
+    "user",
+    [None, ARBITRARY_USER],
+    ids=["image-user", "arbitrary-uid-without-passwd-entry"],
+)
 def test_the_job_image_runs_a_files_pipeline_into_postgres_exactly(
-    job_image: str, pg_dsn: str, tmp_path: Path
+    job_image: str, pg_dsn: str, tmp_path: Path, user: str | None
 ) -> None:
     # The work folder is mounted at the same path inside the container, so the pipeline
-    # file's paths hold on both sides; uid 10001 owns it to write the checkpoint.
+    # file's paths hold on both sides; the image's user (or any) may write the checkpoint.
     work = tmp_path / "work"
     harness.create_table(pg_dsn)
     truth = harness.write_files(work / "in", files=3, per_file=40)
@@ -269,6 +279,7 @@ def test_the_job_image_runs_a_files_pipeline_into_postgres_exactly(
             "--available-now",
             env=env,
             volumes=[(work, str(work))],
+            user=user,
             timeout=600,
         )
     out = result.stdout + result.stderr

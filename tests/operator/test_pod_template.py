@@ -64,8 +64,9 @@ def test_what_eo_owns_stays_as_eo_built_it() -> None:
     plain, shaped = _pod(None), _pod(TEMPLATE)
     driver, own = shaped["spec"]["containers"][0], plain["spec"]["containers"][0]
 
-    for key in ("image", "command", "args", "ports", "securityContext"):
+    for key in ("image", "args", "ports", "securityContext"):
         assert driver[key] == own[key], key
+    assert "command" not in driver  # the image's entrypoint runs the args
     assert driver["env"][: len(own["env"])] == own["env"]
     for key, value in plain["metadata"]["labels"].items():
         if key != "eo.dev/spec-hash":  # the template is part of the spec: a new hash
@@ -88,3 +89,32 @@ def test_a_driver_tolerates_a_node_that_is_not_ready_for_the_node_lost_grace_not
         }
         for taint in ("unreachable", "not-ready")
     ]
+
+
+def test_a_driver_runs_the_images_entrypoint_as_the_image_user_by_default() -> None:
+    spec = _pod(None)["spec"]
+    (driver,) = spec["containers"]
+    # No command: tini and docker/entrypoint.sh run `eo run --epoch 4` (they give a UID
+    # without a passwd entry its name, and reap orphaned Python workers).
+    assert "command" not in driver
+    assert driver["args"] == ["run", "--epoch", "4"]
+    assert spec["securityContext"]["runAsUser"] == 10001
+    assert spec["securityContext"]["fsGroup"] == 10001
+    assert "EO_PLATFORM_ASSIGNS_UID" not in {e["name"] for e in driver["env"]}
+
+
+def test_where_the_platform_assigns_uids_the_driver_names_none_and_tells_its_executors() -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    owner = {"metadata": {"name": "orders-ledger", "uid": "u-1"}}
+    pod = driver_pod(
+        parse_pipeline(doc), owner, 4, "eo-job:test", "eo-driver", platform_assigns_uid=True
+    )
+    spec = pod["spec"]
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    (driver,) = spec["containers"]
+    assert driver["securityContext"]["readOnlyRootFilesystem"] is True
+    env = {e["name"]: e.get("value") for e in driver["env"]}
+    assert env["EO_PLATFORM_ASSIGNS_UID"] == "true"

@@ -181,6 +181,21 @@ def test_executor_pods_get_the_drivers_security_floor_without_a_template(tmp_pat
     assert written["spec"]["volumes"] == [{"name": "tmp", "emptyDir": {}}]
 
 
+def test_where_the_platform_assigns_uids_executor_pods_name_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The operator tells the driver (EO_PLATFORM_ASSIGNS_UID) when the chart says openshift.
+    monkeypatch.setenv("EO_PLATFORM_ASSIGNS_UID", "true")
+    conf = executor_template_conf(_with_executors({"instances": 2}), tmp_path)
+
+    written = yaml.safe_load(Path(conf["spark.kubernetes.executor.podTemplateFile"]).read_text())
+    assert written["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert written["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
 def test_an_executor_template_tightens_the_floor_and_adds_its_own_mounts(tmp_path: Path) -> None:
     template = {
         "spec": {

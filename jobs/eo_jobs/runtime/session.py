@@ -140,7 +140,8 @@ def executor_template_conf(spec: PipelineSpec, folder: Path) -> dict[str, str]:
     """
     if spec.executors.instances == 0:
         return {}
-    document = pod_template.secure_pod(EXECUTOR_CONTAINER)
+    assigned = os.environ.get(pod_template.ASSIGNED_UID_ENV, "").lower() == "true"
+    document = pod_template.secure_pod(EXECUTOR_CONTAINER, assigned)
     template = spec.executors.pod_template
     if template is not None:
         document = pod_template.merged(

@@ -25,6 +25,24 @@ POD_SECURITY_CONTEXT: Mapping[str, Any] = {
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 """The security floor of a driver or executor pod; a template may only tighten it."""
+PLATFORM_UID_FIELDS = ("runAsUser", "runAsGroup", "fsGroup")
+"""Left out where the platform assigns them (OpenShift's restricted SCC picks a UID of the
+namespace's range and refuses a pod that names another)."""
+ASSIGNED_UID_ENV = "EO_PLATFORM_ASSIGNS_UID"
+"""``true`` on an OpenShift-like platform (the chart's ``openshift: true``): the operator's
+setting, passed to the driver for the executor pods it creates."""
+
+
+def pod_security_context(platform_assigns_uid: bool = False) -> dict[str, Any]:
+    """The pod-level security floor; without a UID, GID or fsGroup if the platform assigns
+    them (the job image's entrypoint then names the arbitrary UID through nss_wrapper)."""
+    context = copy.deepcopy(dict(POD_SECURITY_CONTEXT))
+    if platform_assigns_uid:
+        for key in PLATFORM_UID_FIELDS:
+            context.pop(key)
+    return context
+
+
 CONTAINER_SECURITY_CONTEXT: Mapping[str, Any] = {
     "readOnlyRootFilesystem": True,
     "allowPrivilegeEscalation": False,
@@ -65,8 +83,8 @@ OWNED_SPEC = {
 MAIN_CONTAINER_FIELDS = frozenset({"name", "env", "envFrom", "volumeMounts", "resources"})
 MAIN_CONTAINER_OWNED = {
     "image": "set spec.driver.image",
-    "command": "eo runs `eo run --epoch N`",
-    "args": "eo runs `eo run --epoch N`",
+    "command": "the image's entrypoint runs `eo run --epoch N`",
+    "args": "the image's entrypoint runs `eo run --epoch N`",
     "ports": "the driver's ports are fixed (metrics, driver, block manager)",
 }
 RESERVED_ENV_PREFIXES = ("EO_", "POD_", "SPARK_", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
@@ -203,7 +221,7 @@ def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
     return out
 
 
-def secure_pod(main: str) -> dict[str, Any]:
+def secure_pod(main: str, platform_assigns_uid: bool = False) -> dict[str, Any]:
     """The security floor of an eo pod whose main container is ``main``: non-root, seccomp,
     read-only root filesystem with an emptyDir at /tmp, no privilege escalation, no
     capabilities. The driver pod is built on it; executor pods get it through the pod template
@@ -212,7 +230,7 @@ def secure_pod(main: str) -> dict[str, Any]:
     return {
         "metadata": {},
         "spec": {
-            "securityContext": copy.deepcopy(dict(POD_SECURITY_CONTEXT)),
+            "securityContext": pod_security_context(platform_assigns_uid),
             "containers": [
                 {
                     "name": main,
