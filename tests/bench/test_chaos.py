@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from bench.chaos import audit
+from bench.chaos.__main__ import main
 from bench.chaos.faults import KINDS
 from bench.chaos.stream import Stream, file_emitter
 
@@ -84,6 +85,23 @@ def test_a_seeded_operator_mode_run_with_executor_deletion_and_node_partition_ha
     # killed when its node came back, after a driver on the other node had decided a batch.
     assert re.search(r"executor-delete: (force-)?deleted-mid-task", out), out[-4000:]
     assert re.search(r"node-partition: zombie-(fenced|killed-at-heal)", out), out[-4000:]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--executors", "2"],  # the driver mode has no executor pods
+        ["--mode", "operator", "--kinds", "executor-delete"],  # no executors to delete
+        ["--mode", "operator", "--executors", "-1"],
+    ],
+)
+def test_executor_options_the_run_could_not_honour_are_refused_before_anything_starts(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert "executor" in capsys.readouterr().err
 
 
 def _tables(dsn: str) -> None:
