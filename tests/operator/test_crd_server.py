@@ -21,6 +21,7 @@ INVALID = {
     "spark-conf-managed-key.yaml": "spec.sparkConf",
     "hadoop-conf-credential.yaml": "spec.hadoopConf",
     "kafka-literal-jaas.yaml": "spec.source.kafka.options",
+    "kafka-fail-on-data-loss.yaml": "spec.source.kafka.options",
 }
 
 

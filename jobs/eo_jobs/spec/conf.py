@@ -62,6 +62,18 @@ KAFKA_CREDENTIAL_WORDS = (
 configuration with its SASL password, key and store passwords, a PEM private key, OAuth client
 secrets. It belongs in ``spec.source.kafka.secretOptions``, by reference. Narrower than
 ``SECRET_WORDS``: ``sasl.oauthbearer.token.endpoint.url`` is a URL, not a token."""
+KAFKA_OWNED_OPTIONS = {
+    "failondataloss": "eo always fails a batch whose offsets Kafka no longer has (retention, "
+    "a deleted topic): with false Spark skips them silently, a gap in a ledger",
+    "kafka.bootstrap.servers": "set spec.source.kafka.bootstrapServers",
+    "subscribe": "set spec.source.kafka.topics",
+    "subscribepattern": "set spec.source.kafka.topics (eo subscribes to named topics)",
+    "assign": "set spec.source.kafka.topics (eo subscribes to named topics)",
+    "startingoffsets": "set spec.source.kafka.startingOffsets",
+    "maxoffsetspertrigger": "set spec.source.kafka.maxOffsetsPerTrigger",
+}
+"""Kafka reader options eo sets itself (Spark reads option names in any case): a user option
+would silently override them, and ``failOnDataLoss: false`` would turn lost offsets into a gap."""
 KAFKA_OPTION_KEY_PATTERN = r"^kafka(\.[a-z0-9]+)+$"
 """Keys of ``secretOptions``: Kafka client settings as Spark's reader takes them (``kafka.``
 and the lower-case dotted name); the only ones Spark passes on to the Kafka consumer."""
@@ -125,6 +137,21 @@ def kafka_option_refusals(options: Mapping[str, str]) -> list[str]:
         for key in sorted(options)
         if any(word in key.lower() for word in KAFKA_CREDENTIAL_WORDS)
     ]
+
+
+def kafka_owned_refusals(options: Mapping[str, str]) -> list[str]:
+    """Why each key of ``spec.source.kafka.options`` that eo sets itself is refused."""
+    return [
+        f"key {key} is set by eo: {KAFKA_OWNED_OPTIONS[key.lower()]}"
+        for key in sorted(options)
+        if key.lower() in KAFKA_OWNED_OPTIONS
+    ]
+
+
+def kafka_owned_cel_rule() -> str:
+    """The CRD's CEL rule for ``spec.source.kafka.options``: no key eo sets itself."""
+    owned = ", ".join(f"'{key}'" for key in KAFKA_OWNED_OPTIONS)
+    return f"!has(self.options) || self.options.all(k, !(k.lowerAscii() in [{owned}]))"
 
 
 def kafka_option_cel_rule() -> str:

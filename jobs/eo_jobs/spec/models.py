@@ -152,6 +152,14 @@ class KafkaSource(Model):
                 ".options",
             ),
             (
+                conf.kafka_owned_cel_rule(),
+                "options may not set what eo sets itself: failOnDataLoss (always true), "
+                "kafka.bootstrap.servers, subscribe, subscribePattern, assign, startingOffsets, "
+                "maxOffsetsPerTrigger; use the fields bootstrapServers, topics, startingOffsets "
+                "and maxOffsetsPerTrigger",
+                ".options",
+            ),
+            (
                 "!has(self.secretOptions) || self.secretOptions.all(k, "
                 f"k.matches('{conf.KAFKA_OPTION_KEY_PATTERN.replace(chr(92), chr(92) * 2)}'))",
                 "secretOptions keys are Kafka client settings as Spark's reader takes them: "
@@ -183,7 +191,10 @@ class KafkaSource(Model):
         default_factory=dict
     )
     """Extra options passed to the Kafka source (e.g. kafka.security.protocol,
-    kafka.sasl.mechanism). Options that carry credentials are refused: use secretOptions."""
+    kafka.sasl.mechanism). Options that carry credentials are refused: use secretOptions.
+    Options eo sets itself are refused too: failOnDataLoss (always true: lost offsets fail the
+    batch instead of becoming a gap), kafka.bootstrap.servers, subscribe, subscribePattern,
+    assign, startingOffsets and maxOffsetsPerTrigger (use their fields)."""
     secret_options: Annotated[dict[str, CredentialRef], Field(max_length=conf.MAX_ENTRIES)] = Field(
         default_factory=dict
     )
@@ -194,7 +205,7 @@ class KafkaSource(Model):
 
     @model_validator(mode="after")
     def _credentials_by_reference(self) -> KafkaSource:
-        refused = conf.kafka_option_refusals(self.options)
+        refused = conf.kafka_option_refusals(self.options) + conf.kafka_owned_refusals(self.options)
         if refused:
             raise FieldError("options", refused[0])
         for key in sorted(self.secret_options):
