@@ -266,6 +266,8 @@ class OperatorChaos:
         return "zombie-fenced" if code == EXIT_FENCED else f"zombie-exited-{code}"
 
     def _until_healthy(self, node: str) -> None:
+        """Until the healed node is Ready and untainted; else a stall (the run goes on: the
+        audit at the end still says whether anything was lost or doubled)."""
         deadline = time.monotonic() + NODE_HEALTHY_SECONDS
         while time.monotonic() < deadline:
             doc = json.loads(self.kubectl("get", "node", node, "-o", "json").stdout)
@@ -275,9 +277,7 @@ class OperatorChaos:
             if ready == ["True"] and not doc["spec"].get("taints"):
                 return
             time.sleep(0.5)
-        raise TimeoutError(
-            f"node {node} not Ready and untainted {NODE_HEALTHY_SECONDS:.0f}s after heal"
-        )
+        self.stalls += 1
 
     def _until_batch(self, batch: int) -> None:
         deadline = time.monotonic() + SETTLE_SECONDS
