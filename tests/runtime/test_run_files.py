@@ -13,8 +13,8 @@ import psycopg
 import pytest
 from tests.runtime import harness
 
-from eo_jobs.pgserver import temporary_server
-from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED
+from eo_jobs.pgserver import PgServer, temporary_server
+from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
 from eo_jobs.protocol.faults import POINTS
 
 pytestmark = pytest.mark.spark
@@ -171,3 +171,46 @@ def test_a_sink_that_is_down_at_start_is_waited_for_and_nothing_is_lost(work: Pa
         assert driver.wait() == 0, driver.output()
         assert "retrying in" in driver.output()
         harness.assert_exact(dsn, truth)
+
+
+def test_a_driver_whose_first_sink_was_re_pointed_refuses_to_start_with_exit_77(
+    work: Path, pg_server: PgServer
+) -> None:
+    """The decisions of a pipeline live in its control database (by default its first sink's).
+    Re-pointing that sink at another database would forget every decision: the second sink's
+    database remembers where they are, and the driver stops before any batch, naming the fix."""
+    first, second, elsewhere = (
+        pg_server.create_database(f"moved_{name}") for name in ("a", "b", "c")
+    )
+    for dsn in (first, second, elsewhere):
+        harness.create_table(dsn)
+    truth = harness.write_files(work / "in", files=2, per_file=10)
+    spec = harness.files_pipeline(work)
+    text = spec.read_text(encoding="utf-8")
+    spec.write_text(
+        text.replace(
+            "  checkpoint:",
+            "    - name: copy\n"
+            "      postgres: {dsn: {env: TEST_DSN_B}, table: public.orders}\n"
+            "  checkpoint:",
+        ),
+        encoding="utf-8",
+    )
+    code, out = harness.run(spec, 1, first, extra_env={"TEST_DSN_B": second})
+    assert code == 0, out
+    assert harness.assert_exact(first, truth).rows == 20
+    assert _orders(second) == sorted(truth.valid)
+
+    harness.write_files(work / "in", files=1, per_file=10, start=20)
+    code, out = harness.run(spec, 2, elsewhere, extra_env={"TEST_DSN_B": second})
+
+    assert code == EXIT_SINK_CONTRACT, out
+    assert "spec.control" in out
+    assert _orders(elsewhere) == []  # nothing written where the spec moved
+    assert _orders(second) == sorted(truth.valid)  # and no new batch in the other sink
+    assert harness.assert_exact(first, truth).rows == 20
+
+
+def _orders(dsn: str) -> list[int]:
+    with psycopg.connect(dsn) as conn:
+        return [r[0] for r in conn.execute("SELECT order_id FROM public.orders ORDER BY 1")]
