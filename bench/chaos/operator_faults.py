@@ -38,6 +38,9 @@ ZOMBIE_FENCED_SECONDS = 15.0
 """How long ``node-partition`` gives the zombie, once the new epoch decided, to meet the fence
 and exit on its own before the node is healed (healing kills it in any case)."""
 NODE_HEALTHY_SECONDS = 120.0
+POINT_AFTER_DECISION_SECONDS = 10.0
+"""How long ``crash-point`` waits for the driver to die once the target batch is decided (the
+points after the decision come within milliseconds of it)."""
 
 _STARTED = re.compile(r"Running task \S+ in stage \S+ \(TID (\d+)\)")
 _FINISHED = re.compile(r"Finished task \S+ in stage \S+ \(TID (\d+)\)")
@@ -184,13 +187,32 @@ class OperatorChaos:
         return "armed"
 
     def crash_point(self) -> str:
-        """SIGKILL of the driver at a random protocol point of an upcoming batch."""
+        """SIGKILL of the driver at a random protocol point of an upcoming batch.
+
+        Disarmed as soon as that driver died: armed longer, every relaunched driver would die
+        at the same point of the same batch (a crash loop, not one fault). A driver that
+        decided the batch and still lives ``POINT_AFTER_DECISION_SECONDS`` later never
+        reached the point (``not-reached``).
+        """
         point = self.rng.choice(POINTS)
+        pod = self._running_driver()
+        kubelet, name = self._kubelet(pod), pod["metadata"]["name"]
         target = checks.last_batch(self.dsn) + 2
         self.arm({"point": point, "batch": target, "action": "kill"})
-        self._until_batch(target)
-        self.disarm()
-        return point
+        try:
+            deadline = time.monotonic() + SETTLE_SECONDS
+            decided_at: float | None = None
+            while time.monotonic() < deadline:
+                if kubelet.returncode(NAMESPACE, name) is not None:
+                    return point
+                if checks.last_batch(self.dsn) >= target:
+                    decided_at = decided_at or time.monotonic()
+                    if time.monotonic() - decided_at > POINT_AFTER_DECISION_SECONDS:
+                        break
+                time.sleep(0.2)
+        finally:
+            self.disarm()
+        return "not-reached"
 
     def executor_delete(self) -> str:
         """Delete one running executor pod of the driver through the API, one with a writer

@@ -87,6 +87,40 @@ def test_a_seeded_operator_mode_run_with_executor_deletion_and_node_partition_ha
     assert re.search(r"node-partition: zombie-(fenced|killed-at-heal)", out), out[-4000:]
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.cluster
+def test_an_operator_mode_crash_point_kills_one_driver_not_every_relaunched_one(
+    tmp_path: Path,
+) -> None:
+    """Seed 2 picks ``before-prepare``. Left armed until its batch was decided, the fault killed
+    every relaunched driver at the same point of the same batch until the harness gave up
+    300 s later: one fault, a crash loop (the run of record of seed 50 lost epochs 6, 7 and 8
+    to one crash point)."""
+    work = tmp_path / "chaos"
+    result = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "bench.chaos", "--mode", "operator", "--kinds", "crash-point"),
+            *("--seed", "2", "--faults", "1", "--workdir", str(work)),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "crash-point: before-prepare" in result.stdout, result.stdout[-4000:]
+    # The process kubelets keep one folder per pod they ran: epoch 1, killed once, and epoch 2.
+    drivers = sorted(
+        folder.name.split("_")[1]
+        for folder in (work / "cluster").glob("pods*/chaos_*-driver-e*_*")
+        if "-exec-" not in folder.name
+    )
+    assert [name.rsplit("-", 1)[1] for name in drivers] == ["e1", "e2"], drivers
+
+
 @pytest.mark.parametrize(
     "args",
     [
