@@ -458,9 +458,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=_positive,
-        default=8,
+        default=32,
         help="reconcile passes run at once, in threads (deletions get half as many of their "
-        "own); pipelines beyond it wait their turn, never a thread each (default: 8)",
+        "own); pipelines beyond it wait their turn, never a thread each (default: 32)",
     )
     _leader_election_options(p)
     p.set_defaults(func=_operator)
