@@ -62,6 +62,33 @@ def test_a_kopf_record_takes_its_pipeline_from_the_object_it_names(
     assert "epoch" not in record and "batch" not in record
 
 
+def test_a_record_of_kopfs_object_logger_is_written_not_lost(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # kopf's per-object logger adds its OperatorSettings (queues inside) to every record; a
+    # JSON formatter that serialized it raised "cannot pickle '_queue.SimpleQueue'" and the
+    # line (a handler's success, a finalizer's error) was lost.
+    import kopf
+    from kopf._core.actions.loggers import ObjectLogger
+
+    logs.configure("json", "INFO")
+    body = kopf.Body(
+        {
+            "apiVersion": "eo.dev/v1alpha1",
+            "kind": "ExactlyOncePipeline",
+            "metadata": {"name": "ledger", "namespace": "billing", "uid": "u-1"},
+        }
+    )
+    ObjectLogger(body=body, settings=kopf.OperatorSettings()).info("Handler 'finalize' succeeded.")
+
+    err = capsys.readouterr().err
+    assert "Logging error" not in err, err
+    (record,) = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert record["message"] == "Handler 'finalize' succeeded."
+    assert (record["pipeline"], record["namespace"]) == ("ledger", "billing")
+    assert "settings" not in record and "k8s_skip" not in record
+
+
 def test_text_format_puts_the_context_before_the_message(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

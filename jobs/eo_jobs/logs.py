@@ -19,12 +19,14 @@ import os
 import sys
 from typing import Any
 
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 FORMATS = ("json", "text")
 FORMAT_ENV = "EO_LOG_FORMAT"
 LEVEL_ENV = "EO_LOG_LEVEL"
 FIELDS = ("pipeline", "namespace", "epoch", "batch")
+KOPF_RECORD_ATTRS = ("settings", "k8s_skip", "k8s_ref")
 
 _context: dict[str, Any] = {}
 """Process-wide: a driver runs one pipeline at one epoch, one batch at a time, and its batch
@@ -114,6 +116,10 @@ def configure(fmt: str | None = None, level: str | None = None) -> str:
                 ["levelname", "name", "message"],
                 rename_fields={"levelname": "level", "name": "logger"},
                 timestamp="time",  # ISO 8601, UTC, microseconds
+                # kopf's per-object records carry its OperatorSettings (queues inside: not
+                # serializable, the record would be lost) and its own bookkeeping; the object
+                # they name is already in pipeline and namespace.
+                reserved_attrs=[*RESERVED_ATTRS, *KOPF_RECORD_ATTRS],
             )
         )
     else:
