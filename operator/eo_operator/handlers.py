@@ -184,11 +184,16 @@ def register(registry: kopf.OperatorRegistry, reconciler: Reconciler, executors:
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def pipeline_changed(
-        namespace: str | None, name: str, meta: Mapping[str, Any], **_: Any
+        namespace: str | None, name: str, meta: Mapping[str, Any], type: str | None, **_: Any
     ) -> None:
+        if not namespace:
+            return
+        if type == "DELETED":
+            wakeups.drop((namespace, name))  # also when it went without the finalizer running
+            return
         # A spec edit (suspend, resume, a fix) is planned at once, not at the next requeue:
-        # an idle pipeline's loop may wait long (Settings.idle_requeue).
-        if namespace and wakeups.spec_changed((namespace, name), int(meta.get("generation", 1))):
+        # an idle pipeline's loop may wait up to Settings.max_requeue.
+        if wakeups.spec_changed((namespace, name), int(meta.get("generation", 1))):
             wakeups.wake((namespace, name))
 
     @kopf.on.delete(GROUP, VERSION, PLURAL, registry=registry, id="finalize")
