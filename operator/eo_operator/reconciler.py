@@ -444,6 +444,8 @@ class Reconciler:
             fence = sinks.bound.control
             fence.ensure_schema()
             current = fence.fence_epoch(sinks.bound.pipeline)
+            # What the event reports: the resolution below finds the fence already raised.
+            fence_from = "none" if current is None else str(current)
             if current is not None and current > epoch:
                 self._jump_above_fence(obj, pipeline, epoch, current)
             if (obs.annotation_epoch or 0) < epoch:
@@ -469,7 +471,7 @@ class Reconciler:
             namespace, name, committed=len(report.committed), rolled_back=len(report.rolled_back)
         )
         message = (
-            f"fenced to epoch {epoch} (was {report.fence_from}); in-doubt transactions: "
+            f"fenced to epoch {epoch} (was {fence_from}); in-doubt transactions: "
             f"{len(report.committed)} committed, {len(report.rolled_back)} rolled back, "
             f"{report.left} left"
         )

@@ -92,3 +92,12 @@ def test_deleting_a_pipeline_whose_fence_is_ahead_finishes_above_the_fence(
     summary = scene.reconciler.finalize(scene.namespace, NAME)
     assert control.fence_epoch(scene.key) == 101, summary
     assert scene.annotation() == 101
+
+
+def test_the_recovered_event_names_the_fence_it_raised_from(reconcile_scene: Scene) -> None:
+    # The operator raises the fence itself before it resolves; the resolution then found the
+    # fence already at the new epoch, and every event read "fenced to epoch N (was N)".
+    scene = reconcile_scene
+    scene.apply()
+    assert _suspended_at(scene) == 1
+    assert "Recovered: fenced to epoch 1 (was none);" in scene.events()
