@@ -96,7 +96,10 @@ def scene(crd_installed: KubeCluster, kube_namespace: str, pg_server: PgServer) 
     metrics = PipelineMetrics(CollectorRegistry())
     with crd_installed.api() as api:
         reconciler = Reconciler(Kube(api), metrics, Settings(job_image="eo-job:test"))
+        # Every pass reads the decision log, also for a suspended (idle) pipeline, whose
+        # health pass otherwise runs every idle_health_interval (120 s).
         reconciler.settings.health_interval = 0.0
+        reconciler.settings.idle_health_interval = 0.0
         yield Scene(crd_installed, kube_namespace, dsn, reconciler, metrics)
 
 
