@@ -238,6 +238,16 @@ def test_an_executor_deleted_in_the_middle_of_a_batch_is_retried_and_the_batch_c
             "--grace-period=0",
             "--force",
         )
+        # A forced delete removes the object at once; the kubelet kills the process at its
+        # next sync. Until then the victim's task could still finish once the lock goes (seen
+        # under load: no retry happened), so release the table only when the process is dead.
+        _until(
+            scene,
+            "the deleted executor's process killed",
+            lambda: (
+                not scene.cluster.kubelet.process_alive(scene.namespace, victim["metadata"]["name"])
+            ),
+        )
         lock.rollback()
     _until(scene, "all records delivered", scene.all_delivered)
     _until(
