@@ -83,6 +83,7 @@ def operator_cli(args: argparse.Namespace) -> int:
     logs.configure(getattr(args, "log_format", None))
     try:
         lease = lease_config(args)
+        settings = Settings()
     except ValueError as exc:
         raise SystemExit(f"eo operator: {exc}") from None
     load_kube_config()
@@ -101,18 +102,22 @@ def operator_cli(args: argparse.Namespace) -> int:
             elector.acquire()
         elector.keep_leading(_leadership_lost)
     try:
-        return _run_kopf(args, kube, metrics, standalone=elector is not None)
+        return _run_kopf(args, kube, metrics, settings, standalone=elector is not None)
     finally:
         if elector is not None:
             elector.release()
 
 
 def _run_kopf(
-    args: argparse.Namespace, kube: Kube, metrics: PipelineMetrics, standalone: bool
+    args: argparse.Namespace,
+    kube: Kube,
+    metrics: PipelineMetrics,
+    settings: Settings,
+    standalone: bool,
 ) -> int:
     registry = kopf.OperatorRegistry()
     executors = Executors(int(getattr(args, "workers", DEFAULT_WORKERS)))
-    register(registry, Reconciler(kube, metrics, Settings()), executors)
+    register(registry, Reconciler(kube, metrics, settings), executors)
 
     # A private registry does not get kopf's default login handlers: use the client's config
     # (in-cluster ServiceAccount, or the kubeconfig), as the rest of the operator does.

@@ -62,6 +62,25 @@ FAULT_ENV = "EO_OPERATOR_FAULT"
 launch), ``after-launch`` (right after the driver pod was created)."""
 
 
+def env_seconds(name: str, default: float, minimum: float, value: str) -> float:
+    """A number of seconds from the operator's environment, or a ``ValueError`` naming the
+    variable and the chart value that sets it: a typo must stop the operator at start with one
+    line, not as a float() traceback, nor pass as a busy loop (0 s between passes)."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds >= minimum:  # also false for NaN
+        raise ValueError(
+            f"{name}={text!r} is not a number of seconds >= {minimum:g}; set the chart value "
+            f"operator.{value} (default {default:g})"
+        )
+    return seconds
+
+
 @dataclass
 class Settings:
     """Operator-wide settings (from the environment the chart sets)."""
@@ -72,12 +91,16 @@ class Settings:
     )
     health_interval: float = 10.0
     delete_sink_timeout: float = field(
-        default_factory=lambda: float(os.environ.get("EO_DELETE_SINK_TIMEOUT_SECONDS", "300"))
+        default_factory=lambda: env_seconds(
+            "EO_DELETE_SINK_TIMEOUT_SECONDS", 300, 0, "deleteSinkTimeoutSeconds"
+        )
     )
     """How long a deletion retries an unreachable sink before it lets go with a Warning."""
     node_lost_grace_seconds: int = field(
         default_factory=lambda: int(
-            os.environ.get("EO_NODE_LOST_GRACE_SECONDS", str(NODE_LOST_GRACE_SECONDS))
+            env_seconds(
+                "EO_NODE_LOST_GRACE_SECONDS", NODE_LOST_GRACE_SECONDS, 0, "nodeLostGraceSeconds"
+            )
         )
     )
     """How long a driver's node may be not Ready (partitioned, dead, kubelet down) before the
@@ -89,14 +112,16 @@ class Settings:
     """OpenShift-like platforms assign each pod's UID, GID and fsGroup (the chart's
     ``openshift: true``): driver and executor pods then name none."""
     max_requeue: float = field(
-        default_factory=lambda: float(os.environ.get("EO_MAX_REQUEUE_SECONDS", "20"))
+        default_factory=lambda: env_seconds("EO_MAX_REQUEUE_SECONDS", 20, 1, "maxRequeueSeconds")
     )
     """The longest wait between two passes of one pipeline (the planner asks for 30 s when
     suspended or failed): the operator's view of every pipeline (status, metrics) is at most
     this old, which is the status-freshness figure of bench/operator_scale.py. Spec edits and
     driver pod changes wake a pipeline's loop at once whatever this is."""
     idle_health_interval: float = field(
-        default_factory=lambda: float(os.environ.get("EO_IDLE_HEALTH_INTERVAL_SECONDS", "120"))
+        default_factory=lambda: env_seconds(
+            "EO_IDLE_HEALTH_INTERVAL_SECONDS", 120, 0, "idleHealthIntervalSeconds"
+        )
     )
     """``health_interval`` for an idle pipeline: suspended or failed, no driver pod, nothing in
     doubt at its last health pass. Nothing writes to its sinks, and its sweep finds nothing,

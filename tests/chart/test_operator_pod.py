@@ -160,3 +160,22 @@ def test_the_node_lost_grace_is_a_value_the_operator_gets_and_extra_env_cannot_r
         _pod("operator.extraEnv[0].name=EO_NODE_LOST_GRACE_SECONDS", "operator.extraEnv[0].value=x")
     with pytest.raises(helm_python.HelmValuesError):
         _pod("operator.nodeLostGraceSeconds=-1")
+
+
+@pytest.mark.parametrize(
+    ("value", "variable", "default", "bad"),
+    [
+        ("maxRequeueSeconds", "EO_MAX_REQUEUE_SECONDS", "20", "0"),
+        ("idleHealthIntervalSeconds", "EO_IDLE_HEALTH_INTERVAL_SECONDS", "120", "-1"),
+        ("deleteSinkTimeoutSeconds", "EO_DELETE_SINK_TIMEOUT_SECONDS", "300", "-5"),
+    ],
+)
+def test_the_pass_and_deletion_timings_are_values_the_operator_gets(
+    value: str, variable: str, default: str, bad: str
+) -> None:
+    assert _env(_pod())[variable]["value"] == default
+    assert _env(_pod(f"operator.{value}=7"))[variable]["value"] == "7"
+    with pytest.raises(helm_python.HelmRenderError, match=variable):
+        _pod(f"operator.extraEnv[0].name={variable}", "operator.extraEnv[0].value=x")
+    with pytest.raises(helm_python.HelmValuesError):
+        _pod(f"operator.{value}={bad}")
