@@ -505,10 +505,13 @@ def _healthy(pod: DriverPod, obs: Observation) -> tuple[str, float]:
     message = f"driver {pod.name} (epoch {pod.epoch}) is {pod.phase}"
     if not pod.node_problem or pod.node_problem_since is None:
         return message, 5.0
-    left = (pod.node_problem_since + obs.node_lost_grace - obs.now).total_seconds()
+    deadline = pod.node_problem_since + obs.node_lost_grace
+    left = (deadline - obs.now).total_seconds()
+    # The deadline, not a countdown: status is written only when it changes, and a countdown
+    # would write it on every pass of the grace.
     return (
-        f"{message}; its node {pod.node} is {pod.node_problem}: the driver is replaced in "
-        f"{left:.0f}s unless the node recovers",
+        f"{message}; its node {pod.node} is {pod.node_problem}: the driver is replaced at "
+        f"{deadline.strftime('%Y-%m-%dT%H:%M:%SZ')} unless the node recovers",
         min(5.0, max(0.5, left)),
     )
 

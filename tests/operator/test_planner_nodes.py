@@ -47,8 +47,20 @@ def test_a_driver_whose_node_is_not_ready_within_the_grace_is_waited_for() -> No
     result = plan(obs)
     assert result.actions == [] and result.memory.phase is Phase.RUNNING
     assert "node-a is Ready=Unknown" in result.memory.message
-    assert "replaced in 10s" in result.memory.message
+    deadline = (NOW + timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert f"replaced at {deadline} unless the node recovers" in result.memory.message
     assert result.requeue_seconds <= 10
+
+
+def test_the_wait_for_a_lost_node_says_the_same_on_every_pass() -> None:
+    """Status is patched only when it changes: a countdown would write it on every pass of the
+    grace; the deadline does not change."""
+    first = replace(
+        _obs(Memory(phase=Phase.RUNNING, epoch=1), _on_lost_node(12), annotation=1),
+        node_lost_grace=GRACE,
+    )
+    later = replace(first, now=NOW + timedelta(seconds=5))
+    assert plan(first).memory.message == plan(later).memory.message
 
 
 def test_the_grace_is_the_operators_setting() -> None:
