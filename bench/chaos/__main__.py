@@ -9,6 +9,7 @@ violation was found, and the seed repeats the same choice of faults.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -56,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.executors < 0 or (args.executors and args.mode != "operator"):
         parser.error("--executors takes a count >= 0, and only with --mode operator")
+    if args.executors and os.geteuid() != 0:
+        # The claim holding input and checkpoint, and Spark's ConfigMap of the executor pods,
+        # are bind-mounted by the process kubelet in a private mount namespace: root only.
+        parser.error(
+            "--executors needs root: the executor pods' volumes are bind-mounted by the test "
+            "kubelet (unshare --mount); run as root, or leave --executors out"
+        )
     known = list(OPERATOR_KINDS if args.mode == "operator" else KINDS)
     if not args.executors:
         known = [k for k in known if k not in EXECUTOR_KINDS]

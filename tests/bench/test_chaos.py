@@ -14,6 +14,7 @@ from bench.chaos import audit
 from bench.chaos.__main__ import main
 from bench.chaos.faults import KINDS
 from bench.chaos.stream import Stream, file_emitter
+from tests.cluster.plugin import NEEDS_MOUNTS
 
 from eo_jobs.protocol.control import ControlStore
 
@@ -52,6 +53,7 @@ def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.cluster
+@NEEDS_MOUNTS
 def test_a_seeded_operator_mode_run_with_executor_deletion_and_node_partition_has_no_violation(
     tmp_path: Path,
 ) -> None:
@@ -139,6 +141,16 @@ def test_executor_options_the_run_could_not_honour_are_refused_before_anything_s
         main(args)
     assert exit_info.value.code == 2
     assert "executor" in capsys.readouterr().err
+
+
+def test_executors_without_root_are_refused_with_the_reason_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("bench.chaos.__main__.os.geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--mode", "operator", "--executors", "2"])
+    assert exit_info.value.code == 2
+    assert "--executors needs root" in capsys.readouterr().err
 
 
 def _tables(dsn: str) -> None:

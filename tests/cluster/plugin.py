@@ -9,6 +9,7 @@ marker, so ``-m "not cluster"`` skips them on purpose; a missing build never ski
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -24,6 +25,15 @@ from tests.cluster.kubelet import KubeletCredentials, ProcessKubelet
 
 XDIST_GROUP = "kube-cluster"
 MARKER = "cluster: needs the real Kubernetes control plane (scripts/build-cluster-tools.sh)"
+NEEDS_MOUNTS = pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="root only: the pods mount volumes (a claim's host folder, Spark's executor ConfigMap "
+    "at /opt/spark/conf) and the process kubelet bind-mounts them in a private mount namespace "
+    "(unshare --mount); run ./dev test as root, or the kind suite with Docker",
+)
+"""For tests whose pods mount volumes: without root the process kubelet fails such a pod with
+``UnsupportedVolume`` (as it must: running it without the volume would prove nothing), so
+those tests are skipped by name with the reason, not failed."""
 
 
 @dataclass

@@ -27,10 +27,10 @@ import pytest
 
 from eo_jobs.pgserver import PgServer
 from tests.chart.helm import CHART, set_values
-from tests.cluster.plugin import KubeCluster
+from tests.cluster.plugin import NEEDS_MOUNTS, KubeCluster
 from tests.operator.cluster_env import RELEASE, SYSTEM, Operator, Scene, make_scene
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, NEEDS_MOUNTS]
 
 NAMESPACES = 4
 DRIVER_ACCOUNT = f"{RELEASE}-driver"
