@@ -29,7 +29,9 @@ NEW_EPOCH_COMMITS_WITHIN = 90.0
 """From the partition to the first batch the relaunched driver decides, on a quiet machine.
 Most of it is the new driver's Spark start, which the operator does not control: on a loaded
 2-core machine that alone can take two minutes, so the test reports the figure and allows
-``COMMIT_DEADLINE``."""
+``COMMIT_DEADLINE`` (a timed assertion would fail CI on load, not on a regression; the part the
+operator controls is held to ``REPLACED_WITHIN``). Measured 2026-11-25 on 2 quiet cores: 31, 32
+and 34 s (pod replaced at 19-20 s); at load average ~20, 120 s."""
 COMMIT_DEADLINE = 300.0
 
 
