@@ -112,6 +112,7 @@ class Driver:
         extra_env: dict[str, str] | None = None,
         available_now: bool = True,
         log: Path | None = None,
+        metrics_port: int = 0,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
         env.update(
@@ -133,7 +134,7 @@ class Driver:
             "--epoch",
             str(epoch),
             "--metrics-port",
-            "0",
+            str(metrics_port),
         ]
         if available_now:
             args.append("--available-now")

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from tests.runtime import harness
 
-from eo_jobs.pgserver import PgServer, temporary_server
+from eo_jobs.pgserver import PgServer, free_port, temporary_server
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
 from eo_jobs.protocol.faults import POINTS
 
@@ -86,6 +86,10 @@ def test_a_frozen_zombie_driver_is_fenced_when_it_wakes_and_the_table_stays_exac
     harness.create_table(pg_dsn)
     truth = harness.write_files(work / "in", files=6, per_file=60)
     spec = harness.files_pipeline(work)
+    # Both drivers are told the same metrics port, as two drivers on one host would be: the new
+    # epoch must fence, resolve and run beside the paused zombie holding it (issue 15 item 5),
+    # not die with "Address already in use" after fencing.
+    port = free_port()
     # The zombie freezes itself (SIGSTOP) with its participants of batch 1 prepared.
     zombie = harness.Driver(
         spec,
@@ -96,13 +100,17 @@ def test_a_frozen_zombie_driver_is_fenced_when_it_wakes_and_the_table_stays_exac
             "EO_FAULT_BATCH": "1",
             "EO_FAULT_ACTION": "stop",
         },
+        metrics_port=port,
     )
     deadline = time.monotonic() + 300
     while "before-decision" not in _state(zombie) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _state(zombie) == "before-decision", zombie.output()
-    code, out = harness.run(spec, 2, pg_dsn)
+    code, out = harness.run(spec, 2, pg_dsn, metrics_port=port)
     assert code == 0, out
+    busy = [line for line in out.splitlines() if f"metrics port {port} is in use" in line]
+    assert len(busy) == 1 and "--metrics-port 0 turns them off" in busy[0], out
+    assert "Address already in use" not in out
     zombie.kill(signal.SIGCONT)
     assert zombie.wait(300) == EXIT_FENCED, zombie.output()
     assert "fenced" in zombie.output()
