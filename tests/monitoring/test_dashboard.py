@@ -261,3 +261,41 @@ def test_a_grafana_alert_evaluates_the_prometheus_rule_of_the_same_name(title: s
     for key, text in prometheus["annotations"].items():
         assert rule["annotations"][key] == text.replace("$value", "$values.A.Value"), key
     assert referenced_series_names(source["model"]["expr"]) <= defined_series_names()
+
+
+def _bare(expr: str) -> str:
+    """``expr`` without the dashboard's selectors, whitespace and outer parentheses."""
+    text = re.sub(r"\{[^{}]*\$[^{}]*\}", "", expr)
+    text = re.sub(r"\s+", "", text)
+    while text.count(")") > text.count("("):  # the closing parenthesis of an enclosing group
+        text = text[: text.rindex(")")]
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for index, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and index < len(text) - 1:
+                return text  # the first parenthesis closes before the end: not an outer pair
+        text = text[1:-1]
+    return text
+
+
+def test_the_checkpoint_duration_panel_draws_the_threshold_the_alert_fires_at() -> None:
+    """Issue 15 item 7: the line a user sees on the panel is the alert's own threshold."""
+    rules = yaml.safe_load(RULES.read_text())
+    expr = next(
+        rule["expr"]
+        for group in rules["groups"]
+        for rule in group["rules"]
+        if rule.get("alert") == "EoCheckpointDurationHigh"
+    )
+    fired_at = expr.split("> on (namespace, pipeline)", 1)[1].split("unless on", 1)[0]
+    drawn = [
+        target["expr"]
+        for panel in _panels()
+        for target in panel["targets"]
+        if "threshold" in target.get("legendFormat", "")
+        and "eo_pipeline_alert_max_checkpoint_duration_seconds" in target["expr"]
+    ]
+    assert len(drawn) == 1
+    assert _bare(drawn[0]) == _bare(fired_at)
+    assert "eo_pipeline_trigger_interval_seconds" in _bare(fired_at)
