@@ -9,7 +9,6 @@ violation was found, and the seed repeats the same choice of faults.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -21,6 +20,14 @@ from bench.chaos.operator_faults import EXECUTOR_KINDS
 from bench.chaos.operator_faults import KINDS as OPERATOR_KINDS
 from bench.chaos.operator_mode import run_operator
 from bench.chaos.run import Plan, Summary, run
+
+
+def _kubelet_can_mount() -> bool:
+    """Whether the test kubelet can bind-mount the executor pods' volumes (the claim holding
+    input and checkpoint, Spark's ConfigMap): its own answer, imported only when asked."""
+    from tests.cluster.podapi import can_mount
+
+    return can_mount()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,9 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.executors < 0 or (args.executors and args.mode != "operator"):
         parser.error("--executors takes a count >= 0, and only with --mode operator")
-    if args.executors and os.geteuid() != 0:
-        # The claim holding input and checkpoint, and Spark's ConfigMap of the executor pods,
-        # are bind-mounted by the process kubelet in a private mount namespace: root only.
+    if args.executors and not _kubelet_can_mount():
         parser.error(
             "--executors needs root: the executor pods' volumes are bind-mounted by the test "
             "kubelet (unshare --mount); run as root, or leave --executors out"

@@ -67,7 +67,7 @@ def env_seconds(name: str, default: float, minimum: float, value: str) -> float:
     variable and the chart value that sets it: a typo must stop the operator at start with one
     line, not as a float() traceback, nor pass as a busy loop (0 s between passes)."""
     text = os.environ.get(name)
-    if text is None or text == "":
+    if not text:
         return default
     try:
         seconds = float(text)

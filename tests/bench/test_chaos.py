@@ -146,7 +146,7 @@ def test_executor_options_the_run_could_not_honour_are_refused_before_anything_s
 def test_executors_without_root_are_refused_with_the_reason_before_anything_starts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("bench.chaos.__main__.os.geteuid", lambda: 1000)
+    monkeypatch.setattr("tests.cluster.podapi.os.geteuid", lambda: 1000)
     with pytest.raises(SystemExit) as exit_info:
         main(["--mode", "operator", "--executors", "2"])
     assert exit_info.value.code == 2

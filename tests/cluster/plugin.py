@@ -9,7 +9,6 @@ marker, so ``-m "not cluster"`` skips them on purpose; a missing build never ski
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import time
 from collections.abc import Iterator
@@ -22,11 +21,12 @@ from kubernetes import client
 
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.kubelet import KubeletCredentials, ProcessKubelet
+from tests.cluster.podapi import can_mount
 
 XDIST_GROUP = "kube-cluster"
 MARKER = "cluster: needs the real Kubernetes control plane (scripts/build-cluster-tools.sh)"
 NEEDS_MOUNTS = pytest.mark.skipif(
-    os.geteuid() != 0,
+    not can_mount(),
     reason="root only: the pods mount volumes (a claim's host folder, Spark's executor ConfigMap "
     "at /opt/spark/conf) and the process kubelet bind-mounts them in a private mount namespace "
     "(unshare --mount); run ./dev test as root, or the kind suite with Docker",

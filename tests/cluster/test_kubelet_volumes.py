@@ -8,7 +8,6 @@ the folder at mountPath (a private mount namespace); the host does not.
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,11 +15,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from tests.cluster.plugin import KubeCluster
+from tests.cluster.plugin import NEEDS_MOUNTS, KubeCluster
 from tests.cluster.processes import wait_until
 from tests.cluster.test_kubelet import create, pod_manifest, wait_for_phase
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root (unshare --mount)")
+pytestmark = NEEDS_MOUNTS
 
 
 @pytest.fixture

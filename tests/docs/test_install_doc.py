@@ -38,10 +38,9 @@ from typing import Any
 
 import helm_python
 import psycopg
-import pytest
 
 from eo_jobs.pgserver import PgServer
-from tests.cluster.plugin import KubeCluster
+from tests.cluster.plugin import NEEDS_MOUNTS, KubeCluster
 from tests.operator.cluster_env import RELEASE, SYSTEM, Operator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,9 +50,7 @@ PIPELINE = "orders-ledger"
 BLOCK = re.compile(r"^```(?P<info>[^\n]*)\n(?P<body>.*?)^```$", re.M | re.S)
 DSN_BLOCK = re.compile(r"^export EO_DSN='postgresql://[^']+'$")
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="the quick start's volume is bind-mounted (unshare --mount: root)"
-)
+pytestmark = NEEDS_MOUNTS  # the quick start's volume is bind-mounted
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
