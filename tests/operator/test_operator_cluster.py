@@ -4,8 +4,10 @@ kube-apiserver, real Spark drivers, real PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,20 +184,22 @@ def test_a_spec_the_operator_rejects_gets_a_condition_and_an_event(scene: Scene)
     assert not scene.pods()
 
 
-def test_prometheus_scraping_the_operator_raises_the_stalled_alert_when_the_driver_stays_down(
-    scene: Scene, tmp_path: Path
-) -> None:
-    """Live: real Prometheus, the shipped rules, the real operator's endpoint, a real failure.
-
-    The driver is killed with maxRestarts 0 and kept down; with alerts.noCommitFloorSeconds 5
-    the no-commit alert becomes pending within seconds (its `for: 2m` keeps it from firing),
-    and EoPipelineFailed shows up for this pipeline too.
-    """
-    scene.add_files(2)
-    scene.apply(
-        restartPolicy={"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1},
-        alerts={"noCommitFloorSeconds": 5},
+def active_alert(prometheus: str, namespace: str, name: str) -> dict[str, Any] | None:
+    """The pending or firing alert ``name`` for ``namespace``, if Prometheus has one."""
+    return next(
+        (
+            a
+            for a in alerts(prometheus)
+            if a["labels"]["alertname"] == name and a["labels"].get("namespace") == namespace
+        ),
+        None,
     )
+
+
+@contextlib.contextmanager
+def kill_driver_under_prometheus(scene: Scene, tmp_path: Path) -> Iterator[str]:
+    """Run the pipeline to delivery, start Prometheus on the operator, SIGKILL the driver."""
+    scene.add_files(2)
     driver = scene.until("a running driver", scene.running_driver)
     scene.until("all records delivered", scene.all_delivered)
     with running_prometheus(scene.operator.metrics_port, tmp_path) as prometheus:
@@ -207,23 +211,54 @@ def test_prometheus_scraping_the_operator_raises_the_stalled_alert_when_the_driv
             ),
         )
         scene.cluster.kubelet.kill(scene.namespace, driver["metadata"]["name"], signal.SIGKILL)
-        scene.until("phase Failed", lambda: scene.status().get("phase") == "Failed")
+        yield prometheus
 
-        def active(name: str) -> dict[str, Any] | None:
-            return next(
-                (
-                    a
-                    for a in alerts(prometheus)
-                    if a["labels"]["alertname"] == name
-                    and a["labels"].get("namespace") == scene.namespace
-                ),
-                None,
-            )
 
+def test_prometheus_scraping_the_operator_raises_the_stalled_alert_while_the_driver_stays_down(
+    scene: Scene, tmp_path: Path
+) -> None:
+    """Live: real Prometheus, the shipped rules, the real operator's endpoint, a real failure.
+
+    The driver is killed and its relaunch held back by a 10-minute backoff, so the pipeline
+    stays down but is not Failed: with alerts.noCommitFloorSeconds 5 the no-commit alert
+    becomes pending within seconds (its `for: 2m` keeps it from firing) and stays pending,
+    while EoPipelineFailed stays silent.
+    """
+    scene.apply(
+        restartPolicy={"maxRestarts": 5, "backoffSeconds": 600, "maxBackoffSeconds": 600},
+        alerts={"noCommitFloorSeconds": 5},
+    )
+    with kill_driver_under_prometheus(scene, tmp_path) as prometheus:
+        scene.until("phase Backoff", lambda: scene.status().get("phase") == "Backoff")
         stalled = scene.until(
-            "EoNoRecentCommit pending", lambda: active("EoNoRecentCommit"), timeout=120
+            "EoNoRecentCommit pending",
+            lambda: active_alert(prometheus, scene.namespace, "EoNoRecentCommit"),
+            timeout=120,
         )
         assert stalled["state"] == "pending"
         assert f"{scene.namespace}/{scene.name}" in stalled["annotations"]["description"]
-        failed = scene.until("EoPipelineFailed", lambda: active("EoPipelineFailed"), timeout=120)
+        time.sleep(5)  # five more evaluations: it stays pending while the driver stays down
+        again = active_alert(prometheus, scene.namespace, "EoNoRecentCommit")
+        assert again is not None and again["state"] == "pending"
+        assert active_alert(prometheus, scene.namespace, "EoPipelineFailed") is None
+        assert scene.status().get("phase") == "Backoff"
+
+
+def test_a_failed_pipeline_pages_as_failed_not_as_stalled(scene: Scene, tmp_path: Path) -> None:
+    """Live: once the restart budget is spent (maxRestarts 0), EoPipelineFailed pages, and
+    EoNoRecentCommit, which the shipped rule keeps out of phase Failed so one outage pages
+    once, is not active once Prometheus has seen the phase."""
+    scene.apply(
+        restartPolicy={"maxRestarts": 0, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+        alerts={"noCommitFloorSeconds": 5},
+    )
+    with kill_driver_under_prometheus(scene, tmp_path) as prometheus:
+        scene.until("phase Failed", lambda: scene.status().get("phase") == "Failed")
+        failed = scene.until(
+            "EoPipelineFailed",
+            lambda: active_alert(prometheus, scene.namespace, "EoPipelineFailed"),
+            timeout=120,
+        )
         assert failed["state"] in ("pending", "firing")
+        time.sleep(3)  # three more evaluations with the Failed phase scraped
+        assert active_alert(prometheus, scene.namespace, "EoNoRecentCommit") is None
