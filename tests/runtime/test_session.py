@@ -248,3 +248,48 @@ def test_an_executor_template_may_not_replace_the_executor_command() -> None:
     with pytest.raises(SpecError) as caught:
         _with_executors({"instances": 2, "podTemplate": template})
     assert "spec.executors.podTemplate.spec.containers[0].args" in str(caught.value)
+
+
+def _with_source(path: str, spark: dict[str, str] | None = None) -> PipelineSpec:
+    doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
+    doc["spec"]["source"] = {"files": {"path": path, "format": "json", "schema": "id BIGINT"}}
+    doc["spec"]["sparkConf"] = spark or {}
+    return parse_pipeline(doc).spec
+
+
+def test_the_write_path_gets_large_arrow_batches_and_one_file_split_per_core() -> None:
+    conf = spark_conf(_with_source("/data/in"), "app", environ={})
+
+    assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "100000"
+    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(64 << 20)
+    assert conf["spark.sql.files.maxPartitionBytes"] == str(1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("path", "driver_lists"),
+    [
+        ("/data/in", True),
+        ("file:///data/in", True),
+        ("s3a://bucket/in", False),
+        ("gs://bucket/in", False),
+        ("HDFS://nn/in", False),
+    ],
+)
+def test_a_local_file_source_lists_in_the_driver_and_an_object_store_keeps_parallel_listing(
+    path: str, driver_lists: bool
+) -> None:
+    conf = spark_conf(_with_source(path), "app", environ={})
+
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    assert (conf.get(key) == "100000") is driver_lists
+
+
+def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
+    spark = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "5000",
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
+    }
+    conf = spark_conf(_with_source("/data/in", spark), "app", environ={})
+
+    assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "5000"
+    assert conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] == "32"

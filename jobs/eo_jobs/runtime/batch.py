@@ -28,7 +28,7 @@ from eo_jobs.runtime.arrow_writer import write_with_arrow
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
-from eo_jobs.runtime.one_pass import combined
+from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.poison import split_unstorable
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
@@ -74,6 +74,7 @@ class ForeachBatch:
         self.ctx = ctx
         self.transform = TransformIsolation(ctx.spec.transform.sql if ctx.spec.transform else None)
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
+        self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.ctx.in_batch.set()
@@ -153,7 +154,7 @@ class ForeachBatch:
     def _one_pass(self, staged: DataFrame, query_id: str, batch_id: int) -> Written:
         """Every record in one Spark job per sink; the first sink's tasks write dead letters."""
         ctx = self.ctx
-        frame = combined(staged, self.transform.sql, self._upsert_keys())
+        frame = self.one_pass.frame(staged)
         written = Written()
         for index, sink in enumerate(ctx.spec.sinks):
             dead = ctx.dead_letters if index == 0 else None
@@ -197,8 +198,10 @@ class ForeachBatch:
         ctx = self.ctx
         writer = ctx.writers[sink]
         spec = next(s for s in ctx.spec.sinks if s.name == sink).postgres
-        extra = [c for c in (DL_RAW, DL_REASON) if c in frame.columns]
-        frame = frame.select(*writer.columns, *extra)
+        present = frame.columns
+        wanted = [*writer.columns, *[c for c in (DL_RAW, DL_REASON) if c in present]]
+        if wanted != present:  # each select is analysed in the JVM: skip the no-op one
+            frame = frame.select(*wanted)
         if spec.mode == "upsert":
             frame = frame.repartition(spec.writer_partitions, *spec.key_columns)
         else:
