@@ -13,6 +13,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -145,3 +146,51 @@ def test_an_idle_query_keeps_the_heartbeat_fresh_without_any_batch(
     finally:
         query.stop()
         spark.streams.removeListener(listener)
+
+
+def test_a_batchs_progress_reaches_the_listener_whole_through_its_json(
+    spark: object, tmp_path: Path
+) -> None:
+    from pyspark.sql import SparkSession
+
+    from eo_jobs.runtime.listener import ProgressListener
+
+    assert isinstance(spark, SparkSession)
+
+    class Recording(ProgressListener):
+        def __init__(self) -> None:
+            super().__init__(DriverMetrics("shop/orders", registry=CollectorRegistry()))
+            self.seen: list[Any] = []
+
+        def onQueryProgress(self, event: Any) -> None:
+            super().onQueryProgress(event)
+            self.seen.append(event.progress)
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.json").write_text('{"id": 1}\n{"id": 2}\n{"id": 3}\n')
+    listener = Recording()
+    spark.streams.addListener(listener)
+    query = (
+        spark.readStream.schema("id INT")
+        .json(str(folder))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not any(p.numInputRows for p in listener.seen):
+            time.sleep(0.1)
+    finally:
+        query.stop()
+        spark.streams.removeListener(listener)
+    # addListener registered the JSON bridge (PySpark asked the listener for its _jlistener).
+    assert listener._bridge is not None
+    progress = next(p for p in listener.seen if p.numInputRows)
+    assert (progress.batchId, progress.numInputRows) == (0, 3)
+    assert str(progress.id) == query.id and "addBatch" in progress.durationMs
+    assert progress.sources[0].numInputRows == 3
+    assert progress.sink.description
