@@ -32,11 +32,11 @@ def test_spark_archives_are_dropped_when_the_installed_packages_provide_them(
         "/spark/python/lib/pyspark.zip",
         "/spark/python/lib/py4j-0.10.9.9-src.zip",
         "/spark/jars/spark-core_2.13-4.1.1.jar",
-        "/work/deps.zip",
+        "/app/deps.zip",
         site,
     ]
 
-    assert without_shadowed_archives(path) == ["/work/deps.zip", site]
+    assert without_shadowed_archives(path) == ["/app/deps.zip", site]
 
 
 def test_nothing_is_dropped_where_the_archives_are_the_only_pyspark(tmp_path: Path) -> None:
