@@ -21,7 +21,7 @@ chosen (bench/README.md, "What was profiled").
 from __future__ import annotations
 
 import argparse
-import io
+import itertools
 import os
 import statistics
 import sys
@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pgpq
 import psycopg
 import pyarrow as pa  # type: ignore[import-untyped]
 from psycopg import sql
@@ -39,6 +40,7 @@ from pyspark.sql import DataFrame, SparkSession
 from bench import data
 from bench.variants import TABLE
 from eo_jobs.pgserver import temporary_server
+from eo_jobs.runtime.session import WRITE_PATH_CONF
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 
 RESULT = "n long"
@@ -60,51 +62,21 @@ def arrow_only(batches: Iterable[Any]) -> Iterator[Any]:
     return _done(sum(batch.num_rows for batch in batches))
 
 
-def csv_copy(dsn: str) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """Arrow's CSV writer into COPY (FORMAT csv), one transaction per task."""
+def forced(dsn: str, form: str) -> Callable[[Iterable[Any]], Iterator[Any]]:
+    """One format whatever the table, through eo's own copy loops; one transaction per task."""
 
     def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
+        from eo_jobs.sinks.postgres import arrow_copy
 
-        options = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
-        rows = 0
-        with (
-            psycopg.connect(dsn) as conn,
-            conn.cursor() as cur,
-            cur.copy(_statement("COPY {} FROM STDIN (FORMAT csv)")) as copy,
-        ):
-            for batch in batches:
-                buffer = io.BytesIO()
-                pa_csv.write_csv(batch, buffer, options)
-                copy.write(buffer.getbuffer())
-                rows += batch.num_rows
-        return _done(rows)
-
-    return run
-
-
-def binary_copy(dsn: str) -> Callable[[Iterable[Any]], Iterator[Any]]:
-    """pgpq's encoder into COPY (FORMAT binary), one transaction per task."""
-
-    def run(batches: Iterable[Any]) -> Iterator[Any]:
-        import pgpq
-
-        rows = 0
-        encoder = None
-        with (
-            psycopg.connect(dsn) as conn,
-            conn.cursor() as cur,
-            cur.copy(_statement("COPY {} FROM STDIN (FORMAT binary)")) as copy,
-        ):
-            for batch in batches:
-                if encoder is None:
-                    encoder = pgpq.ArrowToPostgresBinaryEncoder(batch.schema)
-                    copy.write(encoder.write_header())
-                copy.write(encoder.write_batch(batch))
-                rows += batch.num_rows
-            if encoder is not None:
-                copy.write(encoder.finish())
-        return _done(rows)
+        statement = _statement("COPY {} FROM STDIN (FORMAT " + form + ")")
+        with psycopg.connect(dsn) as conn, conn.cursor() as cur, cur.copy(statement) as copy:
+            if form == "csv":
+                return _done(arrow_copy.copy_csv(copy, batches))
+            first = next(iter(batches), None)
+            if first is None:
+                return _done(0)
+            encoder = pgpq.ArrowToPostgresBinaryEncoder(first.schema)
+            return _done(arrow_copy.copy_binary(copy, encoder, itertools.chain([first], batches)))
 
     return run
 
@@ -135,13 +107,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _session(args: argparse.Namespace) -> SparkSession:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = {
+        **WRITE_PATH_CONF,
         "spark.master": f"local[{args.cores}]",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(args.arrow_batch),
-        "spark.sql.files.maxPartitionBytes": str(1 << 30),
-        "spark.python.daemon.module": "eo_jobs.runtime.pydaemon",
     }
     builder = SparkSession.builder
     for key, value in conf.items():
@@ -183,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             candidates: dict[str, tuple[Callable[[], object], bool]] = {
                 "noop": (lambda: frame().write.format("noop").mode("overwrite").save(), False),
                 "arrow": (mapped(arrow_only), False),
-                "csv": (mapped(csv_copy(dsn)), True),
-                "binary": (mapped(binary_copy(dsn)), True),
+                "csv": (mapped(forced(dsn, "csv")), True),
+                "binary": (mapped(forced(dsn, "binary")), True),
                 "eo": (mapped(eo_body(dsn)), True),
             }
             times: dict[str, list[float]] = {name: [] for name in candidates}

@@ -196,6 +196,14 @@ def active_alert(prometheus: str, namespace: str, name: str) -> dict[str, Any] |
     )
 
 
+def until_alert(scene: Scene, prometheus: str, name: str) -> dict[str, Any]:
+    """Wait (up to 120 s) until alert ``name`` is pending or firing for the scene's pipeline."""
+    found: dict[str, Any] = scene.until(
+        name, lambda: active_alert(prometheus, scene.namespace, name), timeout=120
+    )
+    return found
+
+
 @contextlib.contextmanager
 def kill_driver_under_prometheus(scene: Scene, tmp_path: Path) -> Iterator[str]:
     """Run the pipeline to delivery, start Prometheus on the operator, SIGKILL the driver."""
@@ -230,11 +238,7 @@ def test_prometheus_scraping_the_operator_raises_the_stalled_alert_while_the_dri
     )
     with kill_driver_under_prometheus(scene, tmp_path) as prometheus:
         scene.until("phase Backoff", lambda: scene.status().get("phase") == "Backoff")
-        stalled = scene.until(
-            "EoNoRecentCommit pending",
-            lambda: active_alert(prometheus, scene.namespace, "EoNoRecentCommit"),
-            timeout=120,
-        )
+        stalled = until_alert(scene, prometheus, "EoNoRecentCommit")
         assert stalled["state"] == "pending"
         assert f"{scene.namespace}/{scene.name}" in stalled["annotations"]["description"]
         time.sleep(5)  # five more evaluations: it stays pending while the driver stays down
@@ -254,11 +258,7 @@ def test_a_failed_pipeline_pages_as_failed_not_as_stalled(scene: Scene, tmp_path
     )
     with kill_driver_under_prometheus(scene, tmp_path) as prometheus:
         scene.until("phase Failed", lambda: scene.status().get("phase") == "Failed")
-        failed = scene.until(
-            "EoPipelineFailed",
-            lambda: active_alert(prometheus, scene.namespace, "EoPipelineFailed"),
-            timeout=120,
-        )
+        failed = until_alert(scene, prometheus, "EoPipelineFailed")
         assert failed["state"] in ("pending", "firing")
         time.sleep(3)  # three more evaluations with the Failed phase scraped
         assert active_alert(prometheus, scene.namespace, "EoNoRecentCommit") is None

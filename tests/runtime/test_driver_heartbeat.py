@@ -110,6 +110,18 @@ def spark() -> Iterator[object]:
         yield session
 
 
+def _noop_stream(spark: Any, tmp_path: Path, **trigger: Any) -> Any:
+    """A stream of ``tmp_path/in``'s JSON lines into ``noop``, started with ``trigger``."""
+    return (
+        spark.readStream.schema("id INT")
+        .json(str(tmp_path / "in"))
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(**trigger)
+        .start()
+    )
+
+
 def test_an_idle_query_keeps_the_heartbeat_fresh_without_any_batch(
     spark: object, tmp_path: Path
 ) -> None:
@@ -123,14 +135,7 @@ def test_an_idle_query_keeps_the_heartbeat_fresh_without_any_batch(
     metrics = DriverMetrics("shop/orders", registry=CollectorRegistry())
     listener = ProgressListener(metrics)
     spark.streams.addListener(listener)
-    query = (
-        spark.readStream.schema("id INT")
-        .json(str(folder))
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    query = _noop_stream(spark, tmp_path, processingTime="200 milliseconds")
     try:
         started = time.time()
         deadline = time.monotonic() + 60
@@ -171,14 +176,7 @@ def test_a_batchs_progress_reaches_the_listener_whole_through_its_json(
     (folder / "a.json").write_text('{"id": 1}\n{"id": 2}\n{"id": 3}\n')
     listener = Recording()
     spark.streams.addListener(listener)
-    query = (
-        spark.readStream.schema("id INT")
-        .json(str(folder))
-        .writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _noop_stream(spark, tmp_path, availableNow=True)
     try:
         query.awaitTermination(60)
         deadline = time.monotonic() + 30

@@ -35,7 +35,7 @@ class CheckpointLog:
     @classmethod
     def of(cls, location: str, spark: SparkSession) -> CheckpointLog:
         """Local folders read directly, every other URI through Spark's Hadoop FileSystem."""
-        folder = _local(location)
+        folder = local_path(location)
         if folder is not None:
             return cls(str(folder), _read_local)
         return cls(location, _hadoop_reader(spark))
@@ -61,7 +61,8 @@ class CheckpointLog:
         return [json.loads(line) if line not in ("", "-") else None for line in lines]
 
 
-def _local(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
+    """The folder a location names on this machine (a path or ``file://``), or None (a store)."""
     if location.startswith("file://"):
         return Path(location[len("file://") :])
     if "://" in location:

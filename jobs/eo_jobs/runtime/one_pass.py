@@ -45,7 +45,7 @@ class OnePass:
     def _projection(self, staged: DataFrame) -> list[Column]:
         key = staged.schema.json()
         if key not in self._projections:
-            self._projections[key] = projection(staged.columns, staged, self.key_columns)
+            self._projections[key] = projection(staged, self.key_columns)
         return self._projections[key]
 
 
@@ -67,9 +67,9 @@ def transformed(staged: DataFrame, sql: str, key_columns: set[str]) -> DataFrame
     return good.unionByName(bad)
 
 
-def projection(names: list[str], staged: DataFrame, key_columns: set[str]) -> list[Column]:
+def projection(staged: DataFrame, key_columns: set[str]) -> list[Column]:
     """No transform: one projection, the parse error or the unstorable reason as the reason."""
-    columns = [c for c in names if c not in (RAW, ERROR)]
+    columns = [c for c in staged.columns if c not in (RAW, ERROR)]
     unstorable = unstorable_reason(staged.select(*columns), key_columns)
     reason = F.col(ERROR) if unstorable is None else F.coalesce(F.col(ERROR), unstorable)
     record = F.to_json(F.struct(*[F.col(c) for c in columns]))

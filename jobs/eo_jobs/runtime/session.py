@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from eo_jobs.runtime.checkpoint import local_path
 from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars
 from eo_jobs.spec import pod_template, s3
 from eo_jobs.spec.models import EXECUTOR_CONTAINER, PipelineSpec
@@ -50,8 +51,13 @@ def executor_volume_conf(spec: PipelineSpec) -> dict[str, str]:
     }
 
 
-REMOTE_SCHEMES = ("s3a:", "s3:", "s3n:", "gs:", "abfs:", "abfss:", "wasb:", "wasbs:", "hdfs:")
-"""Stores where listing a path is a network round trip (Spark's parallel listing pays off)."""
+WRITE_PATH_CONF = {
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
+    "spark.sql.files.maxPartitionBytes": str(1 << 30),
+    "spark.python.daemon.module": "eo_jobs.runtime.pydaemon",
+}
+"""The write-path settings every pipeline gets (``write_path_defaults`` says why)."""
 
 
 def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
@@ -66,16 +72,12 @@ def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
       their path (~0.1 s per writer task, see that module).
     - A file source on a local or mounted folder lists its batch's files in the driver: above
       32 paths Spark otherwise runs a listing job per micro-batch (0.5-0.7 s per
-      1,000,000-row batch of 100 files here, a fifth of the trigger). Object stores keep it.
+      1,000,000-row batch of 100 files here, a fifth of the trigger). A store (any other
+      ``scheme://``: s3a, gs, abfs, hdfs, ...) keeps it: there a listing is a round trip.
     """
-    conf = {
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-        "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
-        "spark.sql.files.maxPartitionBytes": str(1 << 30),
-        "spark.python.daemon.module": "eo_jobs.runtime.pydaemon",
-    }
+    conf = dict(WRITE_PATH_CONF)
     files = spec.source.files
-    if files is not None and not files.path.lower().startswith(REMOTE_SCHEMES):
+    if files is not None and local_path(files.path) is not None:
         conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "100000"
     return conf
 

@@ -157,7 +157,8 @@ def binary_encoder(schema: Any, targets: dict[str, str]) -> Any | None:
     return encoder
 
 
-def _csv_copy(copy: Any, batches: Iterable[Any]) -> int:
+def copy_csv(copy: Any, batches: Iterable[Any]) -> int:
+    """Every record batch into an open ``COPY (FORMAT csv)``; rows copied."""
     count = 0
     for batch in batches:
         if batch.num_rows == 0:
@@ -169,7 +170,8 @@ def _csv_copy(copy: Any, batches: Iterable[Any]) -> int:
     return count
 
 
-def _binary_copy(copy: Any, encoder: Any, batches: Iterable[Any]) -> int:
+def copy_binary(copy: Any, encoder: Any, batches: Iterable[Any]) -> int:
+    """Every record batch, encoded by ``encoder``, into an open ``COPY (FORMAT binary)``."""
     count = 0
     copy.write(encoder.write_header())
     for batch in batches:
@@ -194,8 +196,8 @@ def arrow_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
         form = "binary" if encoder is not None else "csv"
         with conn.cursor() as cur, cur.copy(statement + sql.SQL(f" (FORMAT {form})")) as copy:
             if encoder is not None:
-                return _binary_copy(copy, encoder, batches)
-            return _csv_copy(copy, batches)
+                return copy_binary(copy, encoder, batches)
+            return copy_csv(copy, batches)
 
     return feed
 
