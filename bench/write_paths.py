@@ -100,7 +100,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=4, help="timed runs per candidate")
     parser.add_argument("--partitions", type=int, default=2, help="writer tasks")
     parser.add_argument("--cores", type=int, default=2, help="local[cores]")
-    parser.add_argument("--arrow-batch", type=int, default=100_000, help="maxRecordsPerBatch")
+    parser.add_argument(
+        "--arrow-batch",
+        type=int,
+        default=int(WRITE_PATH_CONF["spark.sql.execution.arrow.maxRecordsPerBatch"]),
+        help="maxRecordsPerBatch (default: eo's)",
+    )
     return parser.parse_args(argv)
 
 

@@ -257,12 +257,24 @@ def _with_source(path: str, spark: dict[str, str] | None = None) -> PipelineSpec
     return parse_pipeline(doc).spec
 
 
-def test_the_write_path_gets_large_arrow_batches_and_one_file_split_per_core() -> None:
+def test_the_write_path_gets_arrow_batches_of_20000_records_and_one_file_split_per_core() -> None:
     conf = spark_conf(_with_source("/data/in"), "app", environ={})
 
-    assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "100000"
-    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(64 << 20)
+    assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "20000"
     assert conf["spark.sql.files.maxPartitionBytes"] == str(1 << 30)
+
+
+def test_the_write_path_sets_no_arrow_byte_cap_which_would_size_the_batch_after_every_row() -> None:
+    conf = spark_conf(_with_source("/data/in"), "app", environ={})
+
+    assert "spark.sql.execution.arrow.maxBytesPerBatch" not in conf
+
+
+def test_a_user_can_still_cap_arrow_batches_by_bytes_for_wide_rows() -> None:
+    spark = {"spark.sql.execution.arrow.maxBytesPerBatch": str(16 << 20)}
+    conf = spark_conf(_with_source("/data/in", spark), "app", environ={})
+
+    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(16 << 20)
 
 
 @pytest.mark.parametrize(
