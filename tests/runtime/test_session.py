@@ -9,7 +9,12 @@ import pytest
 import yaml
 
 from eo_jobs.runtime.packages import hadoop_aws_jars
-from eo_jobs.runtime.session import executor_template_conf, spark_conf
+from eo_jobs.runtime.session import (
+    CHECKPOINT_MANAGER_KEY,
+    LOCAL_CHECKPOINT_MANAGER,
+    executor_template_conf,
+    spark_conf,
+)
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.models import PipelineSpec
 from eo_jobs.spec.s3 import MissingS3CredentialError, credential_env
@@ -294,6 +299,16 @@ def test_a_local_file_source_lists_in_the_driver_and_an_object_store_keeps_paral
 
     key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
     assert (conf.get(key) == "100000") is driver_lists
+
+
+def test_a_local_checkpoint_is_written_through_the_file_system_api_a_store_keeps_sparks() -> None:
+    local = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
+    mounted = spark_conf(_spec({"location": "file:///data/ckpt"}), "app", environ={})
+    store = spark_conf(_spec(S3), "app", environ={"STORE_ID": "i", "STORE_SECRET": "s"})
+
+    assert local[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
+    assert mounted[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
+    assert CHECKPOINT_MANAGER_KEY not in store
 
 
 def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
