@@ -269,10 +269,12 @@ def test_the_write_path_gets_arrow_batches_of_20000_records_and_one_file_split_p
     assert conf["spark.sql.files.maxPartitionBytes"] == str(1 << 30)
 
 
-def test_the_write_path_sets_no_arrow_byte_cap_which_would_size_the_batch_after_every_row() -> None:
+def test_the_write_path_turns_off_the_arrow_byte_cap_at_the_value_spark_skips_sizing_for() -> None:
+    # Spark sizes the Arrow batch after every row unless maxBytesPerBatch is exactly
+    # Int.MaxValue; its own default (64 MiB) keeps the check on, so leaving it unset is not off.
     conf = spark_conf(_with_source("/data/in"), "app", environ={})
 
-    assert "spark.sql.execution.arrow.maxBytesPerBatch" not in conf
+    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
 
 
 def test_a_user_can_still_cap_arrow_batches_by_bytes_for_wide_rows() -> None:

@@ -53,6 +53,8 @@ def executor_volume_conf(spec: PipelineSpec) -> dict[str, str]:
 
 WRITE_PATH_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    # Int.MaxValue: the one value at which Spark does not size the batch after every row.
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     "spark.sql.files.maxPartitionBytes": str(1 << 30),
     "spark.python.daemon.module": "eo_jobs.runtime.pydaemon",
 }
@@ -67,13 +69,13 @@ LOCAL_CHECKPOINT_MANAGER = (
 def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
     """eo's defaults for the one-pass write (bench/README.md has the before/after figures).
 
-    - Arrow batches of 20,000 records (Spark's 10,000), and no byte cap: with
-      ``spark.sql.execution.arrow.maxBytesPerBatch`` set, Spark sizes the Arrow batch after
-      every row it adds (every column vector's buffers), which was a sixth of the writer
-      tasks' JVM time (JFR) and cost ~10 % of a 200,000-row batch and ~30 % of a 1,000,000-row
-      one. 20,000 records ran as fast as 100,000 at both sizes and hold a fifth of the
-      memory per batch (about 20 MB for 1 KiB rows); set either key in ``sparkConf`` for
-      wider rows.
+    - Arrow batches of 20,000 records (Spark's 10,000) and no byte cap. Unless
+      ``spark.sql.execution.arrow.maxBytesPerBatch`` is exactly Int.MaxValue, Spark sizes the
+      Arrow batch after every row it adds (every column vector's buffers); its own default,
+      64 MiB, keeps that on. It was a sixth of the writer tasks' JVM time at 200,000 rows per
+      batch and half of the Arrow conversion at 1,000,000 (JFR). 20,000 records ran as fast as
+      100,000 and hold a fifth of the memory per batch (about 20 MB for 1 KiB rows); set
+      either key in ``sparkConf`` for wider rows.
     - Files split per core, not at 128 MiB: a batch is coalesced to ``writerPartitions``
       tasks anyway, and 5 file splits coalesced into 2 writers leave one writer with 3/5 of
       the batch; at most 1 GiB per split still splits a huge batch.
