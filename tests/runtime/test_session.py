@@ -277,13 +277,6 @@ def test_the_write_path_turns_off_the_arrow_byte_cap_at_the_value_spark_skips_si
     assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
 
 
-def test_a_user_can_still_cap_arrow_batches_by_bytes_for_wide_rows() -> None:
-    spark = {"spark.sql.execution.arrow.maxBytesPerBatch": str(16 << 20)}
-    conf = spark_conf(_with_source("/data/in", spark), "app", environ={})
-
-    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(16 << 20)
-
-
 @pytest.mark.parametrize(
     ("path", "driver_lists"),
     [
@@ -316,9 +309,11 @@ def test_a_local_checkpoint_is_written_through_the_file_system_api_a_store_keeps
 def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
     spark = {
         "spark.sql.execution.arrow.maxRecordsPerBatch": "5000",
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(16 << 20),
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
     }
     conf = spark_conf(_with_source("/data/in", spark), "app", environ={})
 
     assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "5000"
+    assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(16 << 20)
     assert conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] == "32"
