@@ -15,31 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from tests.support.pipelines import document
 
 from eo_jobs.runtime.session import CHECKPOINT_MANAGER_KEY, LOCAL_CHECKPOINT_MANAGER, spark_conf
 from eo_jobs.spec import parse_pipeline
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _eo_setting() -> str:
-    doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
-    doc["spec"]["checkpoint"] = {"location": "/data/checkpoints/orders"}
-    return spark_conf(parse_pipeline(doc).spec, "app", environ={})[CHECKPOINT_MANAGER_KEY]
+    spec = parse_pipeline(document(checkpoint={"location": "/data/checkpoints/orders"})).spec
+    return spark_conf(spec, "app", environ={})[CHECKPOINT_MANAGER_KEY]
 
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     pytest.importorskip("pyspark")
-    from tests.support.spark import own_jvm_session
+    from tests.support.spark import local_session
 
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        CHECKPOINT_MANAGER_KEY: _eo_setting(),
-    }
-    with own_jvm_session("eo-checkpoint-manager-test", "local[1]", conf) as session:
+    conf = {CHECKPOINT_MANAGER_KEY: _eo_setting()}
+    with local_session("eo-checkpoint-manager-test", conf) as session:
         yield session
 
 

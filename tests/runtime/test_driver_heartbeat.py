@@ -98,15 +98,11 @@ def test_offsets_behind_latest_sums_the_sources_that_report_it_and_is_none_other
 @pytest.fixture(scope="module")
 def spark() -> Iterator[object]:
     pytest.importorskip("pyspark")
-    from tests.support.spark import own_jvm_session
+    from tests.support.spark import local_session
 
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        # Spark reports an idle trigger at most this often (default 10 s).
-        "spark.sql.streaming.noDataProgressEventInterval": "200ms",
-    }
-    with own_jvm_session("eo-heartbeat-test", "local[1]", conf) as session:
+    # Spark reports an idle trigger at most this often (default 10 s).
+    conf = {"spark.sql.streaming.noDataProgressEventInterval": "200ms"}
+    with local_session("eo-heartbeat-test", conf) as session:
         yield session
 
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
-from tests.support.spark import own_jvm_session
+from tests.support.spark import local_session
 
 from eo_jobs.runtime.failed_attempts import stage_attempts
 
@@ -20,12 +20,7 @@ from eo_jobs.runtime.failed_attempts import stage_attempts
 def spark() -> Iterator[SparkSession]:
     # The status store keeps the last N stages (spark.ui.retainedStages, 1,000 by default):
     # a long-running stream evicts old ones while the jobs that listed them are still kept.
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.ui.retainedStages": "1",
-    }
-    with own_jvm_session("eo-failed-attempts-test", "local[1]", conf) as session:
+    with local_session("eo-failed-attempts-test", {"spark.ui.retainedStages": "1"}) as session:
         yield session
 
 

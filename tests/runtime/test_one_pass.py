@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession
-from tests.support.spark import own_jvm_session
+from tests.support.spark import local_session
 
 from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.source import ERROR, RAW
@@ -20,8 +20,7 @@ SCHEMA = f"id BIGINT, name STRING, {RAW} STRING, {ERROR} STRING"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    conf = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"}
-    with own_jvm_session("eo-one-pass-test", "local[1]", conf) as session:
+    with local_session("eo-one-pass-test") as session:
         yield session
 
 

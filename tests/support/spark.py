@@ -33,6 +33,14 @@ def own_jvm_session(app_name: str, master: str, conf: Mapping[str, str]) -> Iter
         _shutdown_jvm()
 
 
+@contextmanager
+def local_session(app_name: str, conf: Mapping[str, str] | None = None) -> Iterator[SparkSession]:
+    """``local[1]`` on its own JVM, no UI, one shuffle partition, plus ``conf``."""
+    base = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "1"}
+    with own_jvm_session(app_name, "local[1]", {**base, **(conf or {})}) as session:
+        yield session
+
+
 def _shutdown_jvm() -> None:
     """Stop the process's Spark JVM, if any, so the next session launches a fresh one."""
     active = SparkContext._active_spark_context

@@ -67,7 +67,10 @@ LOCAL_CHECKPOINT_MANAGER = (
 
 
 def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
-    """eo's defaults for the one-pass write (bench/README.md has the before/after figures).
+    """eo's defaults for a batch's path: the write, the source's listing, the checkpoint's logs.
+
+    bench/README.md has the before/after figures.
+
 
     - Arrow batches of 20,000 records (Spark's 10,000) and no byte cap. Unless
       ``spark.sql.execution.arrow.maxBytesPerBatch`` is exactly Int.MaxValue, Spark sizes the
