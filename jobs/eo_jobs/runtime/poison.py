@@ -13,6 +13,9 @@ from pyspark.sql.types import ArrayType, MapType, StringType, StructType
 
 UNSTORABLE = "_eo_unstorable"
 NUL = "\u0000"
+NUL_ESCAPE_IN_JSON = r"(^|[^\\])(\\\\)*\\u0000"
+"""``to_json`` writes U+0000 as the escape ``\\u0000`` and a backslash as ``\\\\``: the escape is
+the character only after an even run of backslashes (``"\\\\u0000"`` is the text ``\\u0000``)."""
 
 
 def unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
@@ -25,9 +28,10 @@ def unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
     for column in df.schema.fields:
         name, kind = column.name, column.dataType
         if isinstance(kind, StringType):
-            has_nul = F.instr(F.col(name), NUL) > 0
+            # contains: a byte search; instr's character scan cost 4-7 % of a 200,000-row cycle.
+            has_nul = F.col(name).contains(NUL)
         elif isinstance(kind, (ArrayType, MapType, StructType)):
-            has_nul = F.instr(F.to_json(F.col(name)), "\\u0000") > 0
+            has_nul = F.to_json(F.col(name)).rlike(NUL_ESCAPE_IN_JSON)
         else:
             has_nul = None
         if has_nul is not None:
