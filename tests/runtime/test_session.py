@@ -277,6 +277,13 @@ def test_the_write_path_turns_off_the_arrow_byte_cap_at_the_value_spark_skips_si
     assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
 
 
+def test_driver_and_executors_collect_garbage_with_the_throughput_collector() -> None:
+    conf = spark_conf(_with_source("/data/in"), "app", environ={})
+
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC"
+    assert conf["spark.executor.extraJavaOptions"] == "-XX:+UseParallelGC"
+
+
 @pytest.mark.parametrize(
     ("path", "driver_lists"),
     [
@@ -311,9 +318,11 @@ def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
         "spark.sql.execution.arrow.maxRecordsPerBatch": "5000",
         "spark.sql.execution.arrow.maxBytesPerBatch": str(16 << 20),
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
+        "spark.driver.extraJavaOptions": "-XX:+UseG1GC -Xss4m",
     }
     conf = spark_conf(_with_source("/data/in", spark), "app", environ={})
 
     assert conf["spark.sql.execution.arrow.maxRecordsPerBatch"] == "5000"
     assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(16 << 20)
     assert conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] == "32"
+    assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseG1GC -Xss4m"

