@@ -43,6 +43,21 @@ def test_when_both_attempts_are_reported_the_lower_attempt_wins(pg_dsn: str) -> 
     assert harness.audit(pg_dsn, range(1)).duplicates == 0
 
 
+def test_a_participant_prepared_for_another_batch_is_never_decided(pg_dsn: str) -> None:
+    harness.create_table(pg_dsn)
+    coord = harness.coordinator(pg_dsn, 1)
+    coord.startup()
+    coord.begin(harness.QUERY, 1, harness.offsets(1))
+    stray = harness.prepare_task(coord, pg_dsn, 0, 0, harness.batch_rows(0))
+    own = [harness.prepare_task(coord, pg_dsn, 1, t, harness.batch_rows(1)) for t in (1, 2)]
+
+    with pytest.raises(ValueError, match=r"of batch 0 in batch 1"):
+        coord.decide(harness.QUERY, 1, [stray, *own], harness.offsets(1), 0.0)
+
+    assert ControlStore(pg_dsn).decision(harness.PIPELINE, harness.QUERY, 1) is None
+    assert coord.abandon(0) + coord.abandon(1) == 3  # gids are cluster-wide: leave none behind
+
+
 def test_writer_tasks_preparing_in_parallel_commit_exactly_once(pg_dsn: str) -> None:
     harness.create_table(pg_dsn)
     coord = harness.coordinator(pg_dsn, 1)

@@ -156,7 +156,7 @@ class Coordinator:
         prepare_ms: float,
     ) -> Decided:
         """Write the fenced decision naming one winner per task (phase 1 ends here)."""
-        winners = _one_per_task(prepared)
+        winners = _one_per_task(prepared, batch_id)
         rows = sum(p.rows for p in winners)
         crash_point("before-decision", batch_id)
         try:
@@ -281,13 +281,20 @@ def rows_by_sink(parts: Sequence[Prepared]) -> dict[str, int]:
     return totals
 
 
-def _one_per_task(prepared: Sequence[Prepared]) -> list[Prepared]:
-    """Exactly one winner per (sink, task index): the lowest attempt if Spark reported two."""
+def _one_per_task(prepared: Sequence[Prepared], batch_id: int) -> list[Prepared]:
+    """Exactly one winner per (sink, task index): the lowest attempt if Spark reported two.
+
+    Every participant must be named for ``batch_id``: the tasks learn their batch from their
+    job (``runtime.arrow_writer``), and a decision naming another batch's transaction would
+    commit that batch's rows under this one.
+    """
     best: dict[tuple[str, int], tuple[int, Prepared]] = {}
     for item in prepared:
         parsed = Gid.parse(item.gid)
         if parsed is None:
             raise ValueError(f"not an eo gid: {item.gid}")
+        if parsed.batch != batch_id:
+            raise ValueError(f"participant {item.gid} of batch {parsed.batch} in batch {batch_id}")
         key = (item.sink, parsed.task)
         if key not in best or parsed.attempt < best[key][0]:
             best[key] = (parsed.attempt, item)

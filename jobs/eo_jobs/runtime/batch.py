@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from eo_jobs import logs
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
-from eo_jobs.runtime.arrow_writer import write_with_arrow
+from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
@@ -75,6 +75,7 @@ class ForeachBatch:
         self.transform = TransformIsolation(ctx.spec.transform.sql if ctx.spec.transform else None)
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
         self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
+        self._jobs: dict[tuple[str, str, bool], ArrowWriteJob] = {}
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.ctx.in_batch.set()
@@ -219,10 +220,14 @@ class ForeachBatch:
             driver_pid=os.getpid(),
             dead_letters=dead_letters,
         )
+        key = (sink, query_id, dead_letters is not None)
+        if key not in self._jobs:  # the tasks take the batch id from their job, not from task
+            self._jobs[key] = ArrowWriteJob(arrow_task_writer(task))
+        job = self._jobs[key]
         if ctx.failed_attempts is None:
-            return write_with_arrow(frame, task)
+            return job.run(frame, wanted, batch_id)
         with ctx.failed_attempts.watching(task):
-            return write_with_arrow(frame, task)
+            return job.run(frame, wanted, batch_id)
 
     def _write_dead_letters(
         self, rows: list[tuple[str, str]], query_id: str, batch_id: int

@@ -77,13 +77,13 @@ class FailedAttempts:
             self._context.removeJobTag(tag)
 
     def _poll(self, task: WriterTask, tag: str, stop: threading.Event) -> None:
-        while True:
+        # The first look waits a period: when the block starts its job has no attempts yet,
+        # and a sweep is a few Py4J calls on the batch's critical path.
+        while not stop.wait(POLL_SECONDS):
             try:
                 self._sweep(task, tag)
             except Exception:  # the batch itself must not fail because of this helper
                 log.exception("could not check writer-task attempts")
-            if stop.wait(POLL_SECONDS):
-                return
 
     def _sweep(self, task: WriterTask, tag: str) -> None:
         jvm_context: Any = self._context._jsc.sc()
