@@ -125,7 +125,8 @@ class ForeachBatch:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
         ctx = self.ctx
         # With a transform the one pass reads the input twice (rows and dead letters): cache it.
-        staged = df.persist() if self.transform.sql is not None else df
+        cached = self.transform.sql is not None
+        staged = df.persist() if cached else df
         try:
             try:
                 return self._one_pass(staged, query_id, batch_id)
@@ -142,7 +143,8 @@ class ForeachBatch:
                 )
             return self._isolating(staged, query_id, batch_id)
         finally:
-            staged.unpersist()
+            if cached:  # a Py4J round trip on the batch's critical path otherwise
+                staged.unpersist()
 
     def _upsert_keys(self) -> set[str]:
         return {
