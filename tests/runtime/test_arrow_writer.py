@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,11 +23,8 @@ from eo_jobs.runtime.arrow_writer import (
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    # Writer tasks run this interpreter, as eo's drivers run theirs (runtime.session).
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYSPARK_PYTHON", sys.executable)
-        with local_session("eo-arrow-writer-test") as session:
-            yield session
+    with local_session("eo-arrow-writer-test") as session:
+        yield session
 
 
 def reporter() -> ArrowMap:

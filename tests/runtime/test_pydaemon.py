@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,10 +54,8 @@ def spark() -> Iterator[Any]:
     doc = yaml.safe_load((REPO / "examples" / "orders-ledger.yaml").read_text())
     conf = {"spark.ui.enabled": "false", **write_path_defaults(parse_pipeline(doc).spec)}
     assert conf["spark.python.daemon.module"] == "eo_jobs.runtime.pydaemon"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("PYSPARK_PYTHON", sys.executable)  # as eo's drivers run their workers
-        with own_jvm_session("eo-pydaemon-test", "local[1]", conf) as session:
-            yield session
+    with own_jvm_session("eo-pydaemon-test", "local[1]", conf) as session:
+        yield session
 
 
 def test_writer_tasks_run_in_workers_without_archives_on_their_path(spark: Any) -> None:

@@ -10,7 +10,9 @@ the next one starts with exactly the configuration it asked for.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
@@ -25,7 +27,17 @@ def own_jvm_session(app_name: str, master: str, conf: Mapping[str, str]) -> Iter
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    # Python workers run this interpreter, as eo's drivers run theirs: PySpark reads the
+    # variable when the context starts (``spark.pyspark.python`` alone does not reach it).
+    previous = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        session = builder.getOrCreate()
+    finally:
+        if previous is None:
+            del os.environ["PYSPARK_PYTHON"]
+        else:
+            os.environ["PYSPARK_PYTHON"] = previous
     try:
         yield session
     finally:

@@ -75,7 +75,7 @@ class ForeachBatch:
         self.transform = TransformIsolation(ctx.spec.transform.sql if ctx.spec.transform else None)
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
         self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
-        self._jobs: dict[tuple[str, str, bool], ArrowWriteJob] = {}
+        self._jobs: dict[WriterTask, ArrowWriteJob] = {}
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.ctx.in_batch.set()
@@ -222,10 +222,11 @@ class ForeachBatch:
             driver_pid=os.getpid(),
             dead_letters=dead_letters,
         )
-        key = (sink, query_id, dead_letters is not None)
-        if key not in self._jobs:  # the tasks take the batch id from their job, not from task
-            self._jobs[key] = ArrowWriteJob(arrow_task_writer(task))
-        job = self._jobs[key]
+        # One job (one UDF) per sink and query: its tasks take the batch id from their job.
+        template = replace(task, batch_id=-1)
+        job = self._jobs.get(template)
+        if job is None:
+            job = self._jobs[template] = ArrowWriteJob(arrow_task_writer(template))
         if ctx.failed_attempts is None:
             return job.run(frame, wanted, batch_id)
         with ctx.failed_attempts.watching(task):

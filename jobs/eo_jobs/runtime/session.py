@@ -75,7 +75,6 @@ def write_path_defaults(spec: PipelineSpec) -> dict[str, str]:
 
     bench/README.md has the before/after figures.
 
-
     - Arrow batches of 20,000 records (Spark's 10,000) and no byte cap. Unless
       ``spark.sql.execution.arrow.maxBytesPerBatch`` is exactly Int.MaxValue, Spark sizes the
       Arrow batch after every row it adds (every column vector's buffers); its own default,
