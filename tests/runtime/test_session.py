@@ -12,6 +12,8 @@ from eo_jobs.runtime.packages import hadoop_aws_jars
 from eo_jobs.runtime.session import (
     CHECKPOINT_MANAGER_KEY,
     LOCAL_CHECKPOINT_MANAGER,
+    LOCAL_FILE_SYSTEM_KEY,
+    RAW_LOCAL_FILE_SYSTEM,
     executor_template_conf,
     spark_conf,
 )
@@ -311,6 +313,24 @@ def test_a_local_checkpoint_is_written_through_the_file_system_api_a_store_keeps
     assert local[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
     assert mounted[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
     assert CHECKPOINT_MANAGER_KEY not in store
+
+
+def test_a_local_checkpoint_uses_the_raw_local_file_system_a_store_keeps_hadoops() -> None:
+    local = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
+    mounted = spark_conf(_spec({"location": "file:///data/ckpt"}), "app", environ={})
+    store = spark_conf(_spec(S3), "app", environ={"STORE_ID": "i", "STORE_SECRET": "s"})
+
+    assert local[LOCAL_FILE_SYSTEM_KEY] == RAW_LOCAL_FILE_SYSTEM
+    assert mounted[LOCAL_FILE_SYSTEM_KEY] == RAW_LOCAL_FILE_SYSTEM
+    assert LOCAL_FILE_SYSTEM_KEY not in store
+
+
+def test_the_users_hadoop_conf_replaces_the_raw_local_file_system() -> None:
+    spec = _with_conf({}, {"fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem"})
+
+    conf = spark_conf(spec, "app", environ={})
+
+    assert conf[LOCAL_FILE_SYSTEM_KEY] == "org.apache.hadoop.fs.LocalFileSystem"
 
 
 def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
