@@ -9,8 +9,9 @@ audited against the events. Then, without Spark, the protocol's own costs
 (``bench/recovery.py``).
 
 Sizes: ``small`` (20,000 rows per batch), ``medium`` (200,000), ``large`` (1,000,000), or
-``ROWSxBATCHES`` such as ``2000x3``; ``--events/--files/--files-per-trigger`` still describe
-one size the old way.
+``ROWSxBATCHES`` such as ``2000x3``, or ``ROWSxBATCHES:WARMUP`` to leave the first WARMUP
+batches (1 otherwise) out of the steady rate; ``--events/--files/--files-per-trigger`` still
+describe one size the old way.
 
 Exit code 0 when every driver exited 0, every exactly-once run (and the kill test) is exact,
 no variant that writes lost or changed a row, and the in-doubt resolution was exact. Targets
@@ -85,6 +86,8 @@ class Size:
     rows_per_batch: int
     batches: int
     events_per_file: int
+    warmup: int = 1
+    """Batches left out of the steady rate (``ROWSxBATCHES:WARMUP``; 1 for the presets)."""
 
     @property
     def files_per_trigger(self) -> int:
@@ -151,15 +154,18 @@ def _sizes(value: str, events_per_file: int) -> list[Size]:
     sizes: list[Size] = []
     for item in value.split(","):
         name = item.strip()
+        warmup = 1
         if name in PRESETS:
             rows, batches = PRESETS[name]
         else:
-            rows_text, _, batches_text = name.partition("x")
+            shape, _, warmup_text = name.partition(":")
+            rows_text, _, batches_text = shape.partition("x")
             try:
                 rows, batches = int(rows_text), int(batches_text or "3")
+                warmup = int(warmup_text or "1")
             except ValueError:
                 raise argparse.ArgumentTypeError(
-                    f"size {name!r}: use small, medium, large or ROWSxBATCHES"
+                    f"size {name!r}: use small, medium, large or ROWSxBATCHES[:WARMUP]"
                 ) from None
         per_file = min(events_per_file, rows)
         if rows < 1 or batches < 1 or rows % per_file:
@@ -167,7 +173,12 @@ def _sizes(value: str, events_per_file: int) -> list[Size]:
                 f"size {name!r}: rows per batch must be a positive multiple of "
                 f"--events-per-file ({per_file})"
             )
-        sizes.append(Size(name, rows, batches, per_file))
+        if warmup != 1 and not 1 <= warmup < batches:
+            raise argparse.ArgumentTypeError(
+                f"size {name!r}: the warm-up must leave at least one of its {batches} batches "
+                "to measure (1 <= WARMUP < BATCHES)"
+            )
+        sizes.append(Size(name, rows, batches, per_file, warmup))
     return sizes
 
 
@@ -180,7 +191,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sizes",
         default="small,medium,large",
-        help="comma-separated batch sizes: small, medium, large or ROWSxBATCHES",
+        help="comma-separated batch sizes: small, medium, large or ROWSxBATCHES[:WARMUP]",
     )
     parser.add_argument("--events-per-file", type=int, default=EVENTS_PER_FILE)
     parser.add_argument("--events", type=int, help="one size the old way: order events")
@@ -298,7 +309,7 @@ def measure(
         code=run.code,
         wall=run.wall,
         streaming=run.streaming,
-        steady=run.steady,
+        steady=run.steady_after(size.warmup),
         batch_seconds=tuple(b.seconds for b in run.batches),
         protocol_ms=tuple(b.protocol_ms for b in run.batches if b.protocol_ms is not None),
         audit=data.audit(dsn, variant.table, size.events) if variant.writes else None,
@@ -314,13 +325,16 @@ def _rate(rows: float, seconds: float) -> float:
 def summarize(size: Size, variant: str, runs: list[Measured]) -> dict[str, Any]:
     """One table row (stable JSON field names): medians over runs, percentiles over batches.
 
-    ``rows_per_s`` is the steady rate: the rows of every batch but the first over the time from
-    the first batch's end to the last one's (the first batch carries the JIT and Python-worker
-    warm-up, which a long-running pipeline pays once). ``rows_per_s_whole`` counts every batch.
+    ``rows_per_s`` is the steady rate: the rows of every batch after the size's warm-up
+    (``Size.warmup``, the first batch for the presets) over the time from the end of the last
+    warm-up batch to the end of the last batch (the warm-up carries the JIT and Python-worker
+    start, which a long-running pipeline pays once). ``rows_per_s_whole`` counts every batch.
     """
     batches = [s for r in runs for s in r.batch_seconds]
     protocol_ms = [ms for r in runs for ms in r.protocol_ms]
-    steady = [_rate(size.rows_per_batch * (len(r.batch_seconds) - 1), r.steady) for r in runs]
+    steady = [
+        _rate(size.rows_per_batch * (len(r.batch_seconds) - size.warmup), r.steady) for r in runs
+    ]
     whole = [_rate(size.rows_per_batch * len(r.batch_seconds), r.streaming) for r in runs]
     audits = [r.audit for r in runs if r.audit is not None]
     return {
@@ -330,6 +344,7 @@ def summarize(size: Size, variant: str, runs: list[Measured]) -> dict[str, Any]:
         "events": size.events,
         "runs": len(runs),
         "batches": len(batches) // len(runs),
+        "warmup_batches": size.warmup,
         "rows_per_s": statistics.median(steady),
         "best_rows_per_s": max(steady),
         "rows_per_s_whole": statistics.median(whole),

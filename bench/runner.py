@@ -71,9 +71,14 @@ class Run:
     def steady(self) -> float:
         """First batch end to last batch end: every batch but the first (warm-up), with the
         time between batches (0 with fewer than two batches)."""
-        if len(self.batches) < 2:
+        return self.steady_after(1)
+
+    def steady_after(self, warmup: int) -> float:
+        """End of batch ``warmup`` to the last batch's end: every batch after the first
+        ``warmup``, with the time between batches (0 when no batch is left after them)."""
+        if warmup < 1 or len(self.batches) <= warmup:
             return 0.0
-        return self.batches[-1].ended - self.batches[0].ended
+        return self.batches[-1].ended - self.batches[warmup - 1].ended
 
     def tail(self, lines: int = 40) -> str:
         """The end of the child's output, to show why it failed."""
