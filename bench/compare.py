@@ -557,6 +557,7 @@ def document(args: argparse.Namespace, results: Results) -> dict[str, Any]:
                 "size": size.name,
                 "rows_per_batch": size.rows_per_batch,
                 "batches": size.batches,
+                "warmup_batches": size.warmup,
                 "events": size.events,
                 "files_per_trigger": size.files_per_trigger,
                 "variants": rows,

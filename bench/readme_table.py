@@ -36,6 +36,13 @@ def _ratio(value: float | None) -> str:
     return f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
 
 
+def _size_label(size: dict[str, Any]) -> str:
+    """``200,000 (8)``; a longer warm-up than the first batch is named (JSON before it: 1)."""
+    warmup = size.get("warmup_batches", 1)
+    extra = f", the first {warmup} left out as warm-up" if warmup > 1 else ""
+    return f"{size['rows_per_batch']:,} ({size['batches']}{extra})"
+
+
 def render(doc: dict[str, Any]) -> str:
     """Markdown: throughput by size and variant with the ratios, then the protocol figures."""
     sizes = [s for s in doc["sizes"] if s["variants"]]
@@ -47,7 +54,7 @@ def render(doc: dict[str, Any]) -> str:
         rate = {v["variant"]: v["rows_per_s"] for v in size["variants"]}
         rows.append(
             [
-                f"{size['rows_per_batch']:,} ({size['batches']})",
+                _size_label(size),
                 *[_rate(rate.get(n)) for n in names],
                 *[_ratio(size["ratios"][key]) for key, _ in RATIOS],
             ]

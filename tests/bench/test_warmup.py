@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import compare, runner
+from bench import compare, readme_table, runner
 
 
 def _run(ends: list[float]) -> runner.Run:
@@ -67,3 +67,11 @@ def test_the_steady_rate_counts_only_the_batches_after_the_warm_up() -> None:
     # Batches 4 and 5 (2,000 rows) in the 1.5 s after batch 3 ended.
     assert row["rows_per_s"] == pytest.approx(2000 / 1.5)
     assert row["warmup_batches"] == 3
+
+
+def test_the_readme_table_names_a_warm_up_longer_than_the_first_batch() -> None:
+    size = {"rows_per_batch": 200_000, "batches": 60, "warmup_batches": 30}
+
+    assert readme_table._size_label(size) == "200,000 (60, the first 30 left out as warm-up)"
+    assert readme_table._size_label({**size, "warmup_batches": 1}) == "200,000 (60)"
+    assert readme_table._size_label({"rows_per_batch": 20_000, "batches": 10}) == "20,000 (10)"
