@@ -305,24 +305,25 @@ def test_a_local_file_source_lists_in_the_driver_and_an_object_store_keeps_paral
     assert (conf.get(key) == "100000") is driver_lists
 
 
-def test_a_local_checkpoint_is_written_through_the_file_system_api_a_store_keeps_sparks() -> None:
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        # Spark's checkpoint writer on Hadoop's FileSystem API (a store keeps FileContext).
+        (CHECKPOINT_MANAGER_KEY, LOCAL_CHECKPOINT_MANAGER),
+        # Hadoop's raw local file system for file: paths (a store keeps Hadoop's default).
+        (LOCAL_FILE_SYSTEM_KEY, RAW_LOCAL_FILE_SYSTEM),
+    ],
+)
+def test_a_local_checkpoint_gets_eos_local_file_settings_a_store_keeps_the_defaults(
+    key: str, value: str
+) -> None:
     local = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
     mounted = spark_conf(_spec({"location": "file:///data/ckpt"}), "app", environ={})
     store = spark_conf(_spec(S3), "app", environ={"STORE_ID": "i", "STORE_SECRET": "s"})
 
-    assert local[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
-    assert mounted[CHECKPOINT_MANAGER_KEY] == LOCAL_CHECKPOINT_MANAGER
-    assert CHECKPOINT_MANAGER_KEY not in store
-
-
-def test_a_local_checkpoint_uses_the_raw_local_file_system_a_store_keeps_hadoops() -> None:
-    local = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
-    mounted = spark_conf(_spec({"location": "file:///data/ckpt"}), "app", environ={})
-    store = spark_conf(_spec(S3), "app", environ={"STORE_ID": "i", "STORE_SECRET": "s"})
-
-    assert local[LOCAL_FILE_SYSTEM_KEY] == RAW_LOCAL_FILE_SYSTEM
-    assert mounted[LOCAL_FILE_SYSTEM_KEY] == RAW_LOCAL_FILE_SYSTEM
-    assert LOCAL_FILE_SYSTEM_KEY not in store
+    assert local[key] == value
+    assert mounted[key] == value
+    assert key not in store
 
 
 def test_the_users_hadoop_conf_replaces_the_raw_local_file_system() -> None:
