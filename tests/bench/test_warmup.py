@@ -21,11 +21,13 @@ def _run(ends: list[float]) -> runner.Run:
     return runner.Run(code=0, wall=ends[-1], batches=batches, log=Path("driver.log"))
 
 
-def test_a_size_names_its_warm_up_batches_and_the_presets_keep_one() -> None:
-    sizes = compare._sizes("medium,200000x60:30,2000x3", 10_000)
+def test_a_size_names_its_warm_up_batches_and_medium_measures_its_steady_state() -> None:
+    sizes = compare._sizes("small,medium,large,200000x60:30,2000x3", 10_000)
 
     assert [(s.name, s.batches, s.warmup) for s in sizes] == [
-        ("medium", 8, 1),
+        ("small", 10, 1),
+        ("medium", 60, 30),
+        ("large", 4, 1),
         ("200000x60:30", 60, 30),
         ("2000x3", 3, 1),
     ]
