@@ -57,17 +57,43 @@ def test_a_decision_is_committed_synchronously_even_where_the_default_is_async(
     coord = harness.coordinator(pg_dsn, 1)
     harness.create_table(pg_dsn)
     coord.startup()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.seen (setting text)")
+    _note_synchronous_commit(pg_dsn, "INSERT")
+    harness.run_batch(coord, pg_dsn, 0)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT setting FROM public.seen").fetchall() == [("on",)]
+
+
+def _note_synchronous_commit(dsn: str, event: str) -> None:
+    """A trigger on eo.decisions notes the ``synchronous_commit`` of every ``event`` on it."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS public.seen (setting text)")
         conn.execute(
-            """CREATE FUNCTION public.note() RETURNS trigger LANGUAGE plpgsql AS $$
+            """CREATE OR REPLACE FUNCTION public.note() RETURNS trigger LANGUAGE plpgsql AS $$
                BEGIN INSERT INTO public.seen VALUES (current_setting('synchronous_commit'));
                RETURN NEW; END $$"""
         )
         conn.execute(
-            "CREATE TRIGGER note AFTER INSERT ON eo.decisions FOR EACH ROW "
+            f"CREATE TRIGGER note_{event.lower()} AFTER {event} ON eo.decisions FOR EACH ROW "
             "EXECUTE FUNCTION public.note()"
         )
+
+
+def test_the_phase_2_mark_is_committed_without_waiting_for_a_flush_and_the_decision_is_not(
+    pg_dsn: str,
+) -> None:
+    coord = harness.coordinator(pg_dsn, 1)
+    harness.create_table(pg_dsn)
+    coord.startup()
+    _note_synchronous_commit(pg_dsn, "INSERT")
+    _note_synchronous_commit(pg_dsn, "UPDATE")
+
     harness.run_batch(coord, pg_dsn, 0)
+
     with psycopg.connect(pg_dsn) as conn:
-        assert conn.execute("SELECT setting FROM public.seen").fetchall() == [("on",)]
+        seen = conn.execute("SELECT setting FROM public.seen").fetchall()
+        marked = conn.execute(
+            "SELECT committed_at IS NOT NULL FROM eo.decisions WHERE batch_id = 0"
+        ).fetchone()
+    # The decision (INSERT) waits for its flush; the mark (UPDATE) does not, and is there.
+    assert seen == [("on",), ("off",)]
+    assert marked == (True,)

@@ -436,15 +436,26 @@ class ControlStore(LazyConnection):
         return {str(r[0]) for r in rows}
 
     def mark_committed(self, pipeline: str, query_id: str, batch_id: int, commit_ms: float) -> None:
-        """Record phase-2 completion (commit duration and time) of a decided batch."""
-        self.run(
-            lambda conn: conn.execute(
-                """UPDATE eo.decisions SET commit_ms = %s, committed_at = clock_timestamp()
-                   WHERE pipeline = %s AND query_id = %s AND batch_id = %s
-                     AND committed_at IS NULL""",
-                (commit_ms, pipeline, query_id, batch_id),
-            )
-        )
+        """Record phase-2 completion (commit duration and time) of a decided batch.
+
+        Committed asynchronously: the mark only feeds health and metrics (nothing in recovery
+        reads ``committed_at``), so it need not wait for its own WAL flush, which was ~3.4 ms
+        of every micro-batch's critical path (p50, 200,000-row batches). Only a crash of the
+        control database's server before its WAL writer, or the next decision, flushes it can
+        lose it; the batch then just reports no phase-2 duration, as after a recovery.
+        """
+
+        def mark(conn: psycopg.Connection[Any]) -> None:
+            with conn.pipeline(), conn.transaction():  # one round trip
+                conn.execute("SET LOCAL synchronous_commit = off")
+                conn.execute(
+                    """UPDATE eo.decisions SET commit_ms = %s, committed_at = clock_timestamp()
+                       WHERE pipeline = %s AND query_id = %s AND batch_id = %s
+                         AND committed_at IS NULL""",
+                    (commit_ms, pipeline, query_id, batch_id),
+                )
+
+        self.run(mark)
 
     def forget_query(self, pipeline: str, query_id: str) -> int:
         """Delete a query's decisions: the explicit way to start a pipeline over."""
