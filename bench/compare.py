@@ -65,12 +65,13 @@ The first batch carries the warm-up every variant pays once (Python workers, cla
 At 200,000 rows the JIT keeps compiling Spark's planner for some 40 batches: eo's cycle went
 0.55 / 0.51 / 0.49 / 0.48 / 0.46 s over batches 5-19 / 20-29 / 30-39 / 40-49 / 50-58 while the
 JDBC job's stayed at ~1.0 s from batch 5 (5 interleaved 60-batch runs of each,
-bench/README.md), so an 8-batch window measured eo mid warm-up and said 1.9x where a
-long-running pipeline sustains ~2.1x. ``medium`` therefore measures the second half of 60
+bench/README.md), so an 8-batch window measured eo mid warm-up: 1.9x where the second half of
+60 batches gave 1.97-2.09x in three bench runs. ``medium`` therefore measures the second half of 60
 batches, every variant alike; ``rows_per_s_whole`` (every batch) is still reported next to it.
 ``small`` and ``large`` keep the one-batch warm-up: 60 batches of them would take the default
 run past 20 minutes (a 1,000,000-row JDBC batch takes ~5 s), and their steady state was not
-measured. The default run (15 Spark drivers, each ~15 s of JVM start) takes ~11 minutes here.
+measured. The default run (15 Spark drivers, each ~15 s of JVM start) takes ~10 minutes here
+(`--repeat 2`: 17.8 minutes).
 """
 EVENTS_PER_FILE = 10_000
 PHASE2_PARTITIONS = (1, 4, 16, 64)
