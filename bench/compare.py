@@ -66,7 +66,7 @@ At 200,000 rows the JIT keeps compiling Spark's planner for some 40 batches: eo'
 0.55 / 0.51 / 0.49 / 0.48 / 0.46 s over batches 5-19 / 20-29 / 30-39 / 40-49 / 50-58 while the
 JDBC job's stayed at ~1.0 s from batch 5 (5 interleaved 60-batch runs of each,
 bench/README.md), so an 8-batch window measured eo mid warm-up: 1.9x where the second half of
-60 batches gave 1.97-2.09x in three bench runs. ``medium`` therefore measures the second half of 60
+60 batches gave 1.97-2.19x in five bench runs. ``medium`` therefore measures the second half of 60
 batches, every variant alike; ``rows_per_s_whole`` (every batch) is still reported next to it.
 ``small`` and ``large`` keep the one-batch warm-up: 60 batches of them would take the default
 run past 20 minutes (a 1,000,000-row JDBC batch takes ~5 s), and their steady state was not
