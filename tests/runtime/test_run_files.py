@@ -16,6 +16,7 @@ from tests.runtime import harness
 from eo_jobs.pgserver import PgServer, free_port, temporary_server
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
 from eo_jobs.protocol.faults import POINTS
+from eo_jobs.protocol.gid import Gid
 
 pytestmark = pytest.mark.spark
 
@@ -54,8 +55,36 @@ def test_a_driver_killed_at_a_crash_point_restarts_with_a_higher_epoch_exactly(
     fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": "1"}
     code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
     assert code == -signal.SIGKILL, out
+    if point == "after-commits":  # the brief's point: all commits, before Spark's commit log
+        assert not (work / "checkpoint" / "commits" / "1").exists(), out
     code, out = harness.run(spec, 2, pg_dsn)
     assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+
+
+def test_spark_logs_a_batch_while_its_phase_2_runs_and_a_kill_then_is_recovered_exactly(
+    work: Path, pg_dsn: str
+) -> None:
+    """Phase 2 runs after ``foreachBatch`` returns: Spark's commit log may hold batch N while
+    N's participants are still prepared. A driver killed then is not replayed into that batch
+    (Spark logged it): the next driver's start-up recovery commits it, by its decision."""
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=6, per_file=60)
+    spec = harness.files_pipeline(work)
+    fault = {"EO_FAULT_POINT": "after-spark-commit-log", "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == -signal.SIGKILL, out
+    assert (work / "checkpoint" / "commits" / "1").is_file(), out
+    with psycopg.connect(pg_dsn) as conn:
+        prepared = [r[0] for r in conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall()]
+    left = [g for g in map(Gid.parse, prepared) if g is not None]
+    assert left and {g.batch for g in left} == {1}, prepared
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    recovered = next(e for e in events if e["event"] == "recovered")
+    assert sorted(recovered["committed"]) == sorted(prepared), out
+    assert 1 not in {e["batch"] for e in events if e["event"] in ("batch", "replay")}, out
     harness.assert_exact(pg_dsn, truth)
 
 

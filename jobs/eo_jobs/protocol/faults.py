@@ -26,6 +26,7 @@ POINTS = (
     "after-decision",
     "after-some-commits",
     "after-commits",
+    "after-spark-commit-log",
 )
 
 

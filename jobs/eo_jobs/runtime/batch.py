@@ -2,11 +2,12 @@
 
 Writer tasks are Spark tasks (``mapInArrow``): each prepares one transaction named by
 (pipeline, query, sink, epoch, batch, partition, attempt) and hands back its gid; the driver
-then writes the one decision for the batch and runs phase 2. Records that do not parse, that
-make the SQL transform fail, or that no sink can store (a NUL character in text, a NULL upsert
-key) go to the dead-letter table as one more participant of the same decision, so a replay
-duplicates them no more than it duplicates good rows, and a poison record never stops the
-pipeline.
+then writes the one decision for the batch and returns; phase 2 runs in the background
+(``runtime.phase_two``) while Spark logs the batch and plans the next one, which waits for it.
+Records that do not parse, that make the SQL transform fail, or that no sink can store (a NUL
+character in text, a NULL upsert key) go to the dead-letter table as one more participant of the
+same decision, so a replay duplicates them no more than it duplicates good rows, and a poison
+record never stops the pipeline.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from eo_jobs import logs
-from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
+from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Decided, Prepared
+from eo_jobs.protocol.faults import armed, crash_point
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
 from eo_jobs.runtime.one_pass import OnePass
+from eo_jobs.runtime.phase_two import PhaseTwo
 from eo_jobs.runtime.poison import split_unstorable
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
@@ -39,6 +42,7 @@ from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, PipelineSpec
 log = logging.getLogger("eo.batch")
 
 DEAD_LETTER_COLUMNS = ("pipeline", "batch_id", "raw", "reason")
+COMMIT_LOG_WAIT_SECONDS = 60.0
 
 
 @dataclass
@@ -76,11 +80,17 @@ class ForeachBatch:
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
         self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
+        self.phase_two = PhaseTwo()
+
+    def drain(self) -> None:
+        """Wait for the last batch's phase 2 (the query ended); raise its failure."""
+        self.phase_two.wait()
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.ctx.in_batch.set()
-        logs.set_context(batch=batch_id)
         try:
+            self.phase_two.wait()  # the last batch's, normally over long before
+            logs.set_context(batch=batch_id)
             self._batch(df, batch_id)
         except BaseException as exc:
             self.ctx.on_failure(exc)
@@ -110,15 +120,38 @@ class ForeachBatch:
             raise
         prepare_ms = (time.perf_counter() - started) * 1000.0
         prepared = written.prepared
-        if self.two_phase:
-            result = ctx.coordinator.decide_and_commit(
-                query_id, batch_id, prepared, offsets, prepare_ms
-            )
-        else:
+        if not self.two_phase:
             result = ctx.coordinator.record(query_id, batch_id, prepared, offsets, prepare_ms)
-        by_sink = {**result.rows_by_sink, DEAD_LETTER_SINK: written.dead_letters}
+            self._done(result, written.dead_letters, started)
+            return
+        decided = ctx.coordinator.decide(query_id, batch_id, prepared, offsets, prepare_ms)
+        if armed("after-commits", batch_id):
+            # The brief's crash point "all commits, before Spark's commit log": phase 2 must end
+            # before Spark gets the batch back, or the kill races Spark's write of its log.
+            self._commit(decided, written.dead_letters, started)
+            return
+        self.phase_two.start(batch_id, lambda: self._commit(decided, written.dead_letters, started))
+
+    def _commit(self, decided: Decided, dead_letters: int, started: float) -> None:
+        """Phase 2 of a decided batch (on ``PhaseTwo``'s thread, after Spark got it back)."""
+        if armed("after-spark-commit-log", decided.batch_id):
+            self._await_commit_log(decided.batch_id)
+        crash_point("after-spark-commit-log", decided.batch_id)
+        self._done(self.ctx.coordinator.commit(decided), dead_letters, started)
+
+    def _await_commit_log(self, batch_id: int) -> None:
+        """For the crash point only: let Spark log the batch first (it does within ms)."""
+        deadline = time.monotonic() + COMMIT_LOG_WAIT_SECONDS
+        while not self.ctx.checkpoint.committed(batch_id):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Spark did not log batch {batch_id} as committed")
+            time.sleep(0.01)
+
+    def _done(self, result: BatchResult, dead_letters: int, started: float) -> None:
+        ctx = self.ctx
+        by_sink = {**result.rows_by_sink, DEAD_LETTER_SINK: dead_letters}
         result = replace(result, rows_by_sink=by_sink)
-        ctx.timings[batch_id] = result
+        ctx.timings[result.batch_id] = result
         ctx.on_batch(result, time.perf_counter() - started)
 
     def _prepare(self, df: DataFrame, query_id: str, batch_id: int) -> Written:

@@ -52,6 +52,10 @@ class CheckpointLog:
             self._query_id = str(json.loads(text.splitlines()[0])["id"])
         return self._query_id
 
+    def committed(self, batch_id: int) -> bool:
+        """Whether Spark's commit log holds ``batch_id`` (written after ``foreachBatch``)."""
+        return self._read(f"{self.location}/commits/{batch_id}") is not None
+
     def offsets(self, batch_id: int) -> list[Any] | None:
         """Source offsets Spark logged for ``batch_id`` before running it (None if absent)."""
         text = self._read(f"{self.location}/offsets/{batch_id}")

@@ -38,6 +38,7 @@ from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatc
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.metrics import DriverMetrics
+from eo_jobs.runtime.phase_two import PhaseTwoError
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
@@ -284,9 +285,10 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     )
     listener = ProgressListener(metrics)
     spark.streams.addListener(listener)
+    foreach = ForeachBatch(ctx)
     writer = (
         read_source(spark, spec, source_secrets)
-        .writeStream.foreachBatch(ForeachBatch(ctx))
+        .writeStream.foreachBatch(foreach)
         .option("checkpointLocation", spec.checkpoint.location)
         .queryName(pipeline.metadata.name)
     )
@@ -299,9 +301,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     query = writer.start()
     _install_stop(query, ctx)
     try:
-        query.awaitTermination()
-    except Exception as exc:
-        return _failure_exit(progress.failure, exc)
+        return _await(query, foreach, progress)
     finally:
         bound.close()
         if ctx.failed_attempts is not None:
@@ -311,6 +311,20 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         with contextlib.suppress(Exception):
             spark.streams.removeListener(listener)
             spark.stop()
+
+
+def _await(query: Any, foreach: ForeachBatch, progress: Progress) -> int:
+    """Wait for the query to end, then for its last batch's phase 2; the exit code."""
+    try:
+        query.awaitTermination()
+        foreach.drain()
+    except PhaseTwoError as exc:  # the query ended; its last batch's phase 2 failed
+        progress.failed(exc)
+        return _failure_exit(exc, exc)
+    except Exception as exc:
+        with contextlib.suppress(PhaseTwoError):  # the query's failure is the one to report
+            foreach.drain()
+        return _failure_exit(progress.failure, exc)
     return 0
 
 
