@@ -88,6 +88,29 @@ def test_spark_logs_a_batch_while_its_phase_2_runs_and_a_kill_then_is_recovered_
     harness.assert_exact(pg_dsn, truth)
 
 
+@pytest.mark.parametrize(("batch", "seen_by"), [(1, "batch 2 fails"), (2, "the query's end")])
+def test_a_phase_2_that_fails_in_the_background_fails_the_driver_and_loses_nothing(
+    work: Path, pg_dsn: str, batch: int, seen_by: str
+) -> None:
+    """A failure on phase 2's thread is raised where the driver waits for it: by the next
+    batch, or, for the last batch, by the end of the query. Either way ``eo run`` exits 1 and
+    the next driver finishes the batch by its decision."""
+    harness.create_table(pg_dsn)
+    truth = harness.write_files(work / "in", files=6, per_file=60)
+    spec = harness.files_pipeline(work)
+    fault = {
+        "EO_FAULT_POINT": "after-spark-commit-log",
+        "EO_FAULT_BATCH": str(batch),
+        "EO_FAULT_ACTION": "raise",
+    }
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == 1, f"{seen_by}: {out}"
+    assert f"phase 2 of batch {batch} failed after its decision was recorded" in out, out
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+
+
 def test_a_driver_killed_at_a_random_moment_loses_and_duplicates_nothing(
     work: Path, pg_dsn: str
 ) -> None:
