@@ -67,7 +67,6 @@ class BatchContext:
     on_batch: Callable[[BatchResult, float], None] = lambda _r, _s: None
     on_failure: Callable[[BaseException], None] = lambda _e: None
     failed_attempts: FailedAttempts | None = None
-    timings: dict[int, BatchResult] = field(default_factory=dict)
     in_batch: threading.Event = field(default_factory=threading.Event)
 
 
@@ -148,11 +147,8 @@ class ForeachBatch:
             time.sleep(0.01)
 
     def _done(self, result: BatchResult, dead_letters: int, started: float) -> None:
-        ctx = self.ctx
         by_sink = {**result.rows_by_sink, DEAD_LETTER_SINK: dead_letters}
-        result = replace(result, rows_by_sink=by_sink)
-        ctx.timings[result.batch_id] = result
-        ctx.on_batch(result, time.perf_counter() - started)
+        self.ctx.on_batch(replace(result, rows_by_sink=by_sink), time.perf_counter() - started)
 
     def _prepare(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
