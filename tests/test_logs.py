@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -126,3 +128,36 @@ def test_an_event_line_is_json_starting_with_its_event_and_carries_the_context(
         "namespace": "shop",
         "epoch": 3,
     }
+
+
+EVENTS_FROM_THREADS = """
+import threading
+from eo_jobs import logs
+
+def emit(thread):
+    for n in range(3000):
+        logs.event("batch", batch=n, thread=thread, padding="x" * 200)
+
+threads = [threading.Thread(target=emit, args=(t,)) for t in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"""
+
+
+def test_events_printed_by_several_threads_at_once_stay_one_per_line() -> None:
+    """Phase 2's thread prints a batch's event while Spark's listener prints its progress: a
+    tool that reads the stream (the bench, the tests, a log shipper) must get whole lines."""
+    out = subprocess.run(
+        [sys.executable, "-c", EVENTS_FROM_THREADS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    lines = out.splitlines()
+    broken = [line for line in lines if not line.startswith('{"event"') or line.count("{") != 1]
+    assert not broken, broken[:3]
+    assert len(lines) == 6 * 3000
+    assert all(json.loads(line)["event"] == "batch" for line in lines)

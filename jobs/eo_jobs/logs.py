@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import sys
+import threading
 from typing import Any
 
 from pythonjsonlogger.core import RESERVED_ATTRS
@@ -29,6 +30,7 @@ FIELDS = ("pipeline", "namespace", "epoch", "batch")
 KOPF_RECORD_ATTRS = ("settings", "k8s_skip", "k8s_ref")
 
 _context: dict[str, Any] = {}
+_EVENT_LOCK = threading.Lock()
 """Process-wide: a driver runs one pipeline at one epoch, one batch at a time, and its batch
 callback runs on a thread Spark (py4j) chooses, where a contextvar set elsewhere is not seen."""
 
@@ -52,7 +54,12 @@ def event(name: str, **fields: Any) -> None:
     line = {"event": name, **fields}
     for key, value in _context.items():
         line.setdefault(key, value)
-    print(json.dumps(line), flush=True)
+    text = json.dumps(line) + "\n"
+    # One write under a lock: print() writes the text and its newline separately, and two
+    # threads (phase 2's and Spark's listener) printing at once joined two events on one line.
+    with _EVENT_LOCK:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 class _Context(logging.Filter):
