@@ -67,12 +67,6 @@ class Run:
             return 0.0
         return max(b.ended for b in self.batches) - min(b.started for b in self.batches)
 
-    @property
-    def steady(self) -> float:
-        """First batch end to last batch end: every batch but the first (warm-up), with the
-        time between batches (0 with fewer than two batches)."""
-        return self.steady_after(1)
-
     def steady_after(self, warmup: int) -> float:
         """End of batch ``warmup`` to the last batch's end: every batch after the first
         ``warmup``, with the time between batches (0 when no batch is left after them)."""

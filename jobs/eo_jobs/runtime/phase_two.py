@@ -53,10 +53,6 @@ class PhaseTwo:
         self._thread = threading.Thread(target=run, name=f"eo-phase-2-{batch_id}", daemon=True)
         self._thread.start()
 
-    def running(self) -> bool:
-        """Whether a phase 2 has not ended yet."""
-        return self._thread is not None and self._thread.is_alive()
-
     def wait(self) -> None:
         """Block until the running phase 2 ends; raise its failure, once."""
         if self._thread is not None:
