@@ -45,15 +45,23 @@ def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_d
     assert sorted(e["batch"] for e in batches) == list(range(len(batches)))
 
 
+def _first_run_with_fault(
+    work: Path, dsn: str, fault: dict[str, str]
+) -> tuple[harness.Truth, Path, int, str]:
+    """Table, 6 files of 60 orders, the pipeline, and its first driver (epoch 1) with ``fault``."""
+    harness.create_table(dsn)
+    truth = harness.write_files(work / "in", files=6, per_file=60)
+    spec = harness.files_pipeline(work)
+    code, out = harness.run(spec, 1, dsn, extra_env=fault)
+    return truth, spec, code, out
+
+
 @pytest.mark.parametrize("point", POINTS)
 def test_a_driver_killed_at_a_crash_point_restarts_with_a_higher_epoch_exactly(
     work: Path, pg_dsn: str, point: str
 ) -> None:
-    harness.create_table(pg_dsn)
-    truth = harness.write_files(work / "in", files=6, per_file=60)
-    spec = harness.files_pipeline(work)
     fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": "1"}
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
     assert code == -signal.SIGKILL, out
     if point == "after-commits":  # the brief's point: all commits, before Spark's commit log
         assert not (work / "checkpoint" / "commits" / "1").exists(), out
@@ -68,11 +76,8 @@ def test_spark_logs_a_batch_while_its_phase_2_runs_and_a_kill_then_is_recovered_
     """Phase 2 runs after ``foreachBatch`` returns: Spark's commit log may hold batch N while
     N's participants are still prepared. A driver killed then is not replayed into that batch
     (Spark logged it): the next driver's start-up recovery commits it, by its decision."""
-    harness.create_table(pg_dsn)
-    truth = harness.write_files(work / "in", files=6, per_file=60)
-    spec = harness.files_pipeline(work)
     fault = {"EO_FAULT_POINT": "after-spark-commit-log", "EO_FAULT_BATCH": "1"}
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
     assert code == -signal.SIGKILL, out
     assert (work / "checkpoint" / "commits" / "1").is_file(), out
     with psycopg.connect(pg_dsn) as conn:
@@ -95,15 +100,12 @@ def test_a_phase_2_that_fails_in_the_background_fails_the_driver_and_loses_nothi
     """A failure on phase 2's thread is raised where the driver waits for it: by the next
     batch, or, for the last batch, by the end of the query. Either way ``eo run`` exits 1 and
     the next driver finishes the batch by its decision."""
-    harness.create_table(pg_dsn)
-    truth = harness.write_files(work / "in", files=6, per_file=60)
-    spec = harness.files_pipeline(work)
     fault = {
         "EO_FAULT_POINT": "after-spark-commit-log",
         "EO_FAULT_BATCH": str(batch),
         "EO_FAULT_ACTION": "raise",
     }
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
     assert code == 1, f"{seen_by}: {out}"
     assert f"phase 2 of batch {batch} failed after its decision was recorded" in out, out
     code, out = harness.run(spec, 2, pg_dsn)
