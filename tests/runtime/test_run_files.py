@@ -45,6 +45,31 @@ def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_d
     assert sorted(e["batch"] for e in batches) == list(range(len(batches)))
 
 
+def test_a_batch_with_a_malformed_record_is_read_again_and_clean_input_goes_back_to_one_pass(
+    work: Path, pg_dsn: str
+) -> None:
+    """The stream parses with FAILFAST: a clean batch is one pass. The batch whose file holds a
+    malformed line fails that pass, is rolled back and read again from the files the
+    checkpoint names, the line a dead letter; the next two are read that way at once
+    (``ReadPolicy``: patience 2 after one failure), and clean input is one pass again after."""
+    harness.create_table(pg_dsn)
+    # Ids 0..149 in 3 files, one malformed line after id 119 (the third file); then 3 clean.
+    truth = harness.write_files(work / "in", files=3, per_file=50, malformed_every=120)
+    clean = harness.write_files(work / "in", files=3, per_file=50, start=150, malformed_every=999)
+    truth.valid.update(clean.valid)
+    spec = harness.files_pipeline(work, per_trigger=1)
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+    assert truth.malformed == 1 and clean.malformed == 0
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    assert sorted(e["batch"] for e in events if e["event"] == "batch") == list(range(6))
+    logged = work / "checkpoint" / "sources" / "0" / "2"
+    assert "part-000000-002.json" in logged.read_text()  # the batch with the malformed line
+    rereads = [(e["batch"], e["first_read"], e["files"]) for e in events if e["event"] == "reread"]
+    assert rereads == [(2, "failed", 1), (3, "skipped", 1), (4, "skipped", 1)], out
+
+
 def _first_run_with_fault(
     work: Path, dsn: str, fault: dict[str, str]
 ) -> tuple[harness.Truth, Path, int, str]:

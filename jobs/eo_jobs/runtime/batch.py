@@ -33,6 +33,7 @@ from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
 from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.phase_two import PhaseTwo
 from eo_jobs.runtime.poison import split_unstorable
+from eo_jobs.runtime.reread import ReadPolicy, Reread, is_malformed
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
@@ -67,6 +68,7 @@ class BatchContext:
     on_batch: Callable[[BatchResult, float], None] = lambda _r, _s: None
     on_failure: Callable[[BaseException], None] = lambda _e: None
     failed_attempts: FailedAttempts | None = None
+    reread: Reread | None = None
     in_batch: threading.Event = field(default_factory=threading.Event)
 
 
@@ -80,6 +82,7 @@ class ForeachBatch:
         self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
         self.phase_two = PhaseTwo()
+        self.read_policy = ReadPolicy()
 
     def drain(self) -> None:
         """Wait for the last batch's phase 2 (the query ended); raise its failure."""
@@ -151,6 +154,54 @@ class ForeachBatch:
         self.ctx.on_batch(replace(result, rows_by_sink=by_sink), time.perf_counter() - started)
 
     def _prepare(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
+        """Write the batch; a batch with a record that does not parse is read again for it.
+
+        The file source's stream fails on such a record (``runtime.reread``): what the failed
+        pass prepared is rolled back, nothing of it was decided, and the batch's files are
+        read again with the record kept aside as a dead letter. After that, ``ReadPolicy``
+        decides whether the next batches try the stream first or are read that way at once.
+        """
+        ctx = self.ctx
+        if ctx.reread is None:
+            return self._written(df, query_id, batch_id)
+        if not self.read_policy.fast_first():
+            return self._read_again(query_id, batch_id, first_read="skipped", rolled_back=0)
+        try:
+            return self._written(df, query_id, batch_id)
+        except Exception as exc:
+            if not is_malformed(exc):
+                raise
+            undone = ctx.coordinator.abandon(batch_id)
+        self.read_policy.failed()
+        return self._read_again(query_id, batch_id, first_read="failed", rolled_back=undone)
+
+    def _read_again(
+        self, query_id: str, batch_id: int, first_read: str, rolled_back: int
+    ) -> Written:
+        """The batch from its files, records that do not parse kept aside (``_prepare``)."""
+        reread = self.ctx.reread
+        assert reread is not None
+        files = reread.files(batch_id)
+        logs.event(
+            "reread",
+            batch=batch_id,
+            files=len(files),
+            first_read=first_read,
+            rolled_back=rolled_back,
+        )
+        if first_read == "failed":
+            log.warning(
+                "batch %s: a record does not parse; rolled back %d participants, reading the "
+                "batch's %d files again to set it aside",
+                batch_id,
+                rolled_back,
+                len(files),
+            )
+        written = self._written(reread.frame(files), query_id, batch_id)
+        self.read_policy.read_with_column(written.dead_letters)
+        return written
+
+    def _written(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
         ctx = self.ctx
         # With a transform the one pass reads the input twice (rows and dead letters): cache it.

@@ -1,10 +1,12 @@
-"""The two files of Spark's checkpoint that the commit protocol reads, wherever it lives.
+"""The files of Spark's checkpoint that eo reads, wherever it lives.
 
 The query id (``metadata``) ties the checkpoint to the decision log, so a lost or replaced
 checkpoint is refused instead of replayed; the offsets Spark logged for a batch (``offsets/N``)
-are recorded with its decision. A local folder is read directly; any other URI (``s3a://``,
-``gs://``, ``abfs://``, ``hdfs://``) through the Hadoop FileSystem of the Spark session, the
-same file system and settings Spark itself writes the checkpoint with.
+are recorded with its decision; the files a file source read in a batch (``sources/0/N``) are
+how a batch with a malformed record is read again (``runtime.reread``). A local folder is read
+directly; any other URI (``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``) through the Hadoop
+FileSystem of the Spark session, the same file system and settings Spark itself writes the
+checkpoint with.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ Reader = Callable[[str], str | None]
 
 
 class UnreadableCheckpointError(RuntimeError):
-    """The checkpoint's metadata cannot be read: nothing can be decided without its query id."""
+    """A checkpoint file eo needs is missing: its metadata (nothing can be decided without the
+    query id) or a batch's file list (a malformed record could not be set aside)."""
 
 
 class CheckpointLog:
@@ -63,6 +66,25 @@ class CheckpointLog:
             return None
         lines = text.splitlines()[2:]
         return [json.loads(line) if line not in ("", "-") else None for line in lines]
+
+    def source_files(self, batch_id: int) -> list[str]:
+        """The files (URIs) the query's file source read in ``batch_id``, as Spark logged them.
+
+        Spark logs them before the batch runs, one JSON entry per file after a version line, in
+        ``sources/0/N``; every ``compactInterval``-th log is ``N.compact`` instead, holding the
+        entries of every batch so far, each with its ``batchId``. The format is the checkpoint's
+        own, so it stays readable across Spark versions.
+        """
+        folder = f"{self.location}/sources/0"
+        text = self._read(f"{folder}/{batch_id}")
+        if text is None:
+            text = self._read(f"{folder}/{batch_id}.compact")
+        if text is None:
+            raise UnreadableCheckpointError(
+                f"no file list for batch {batch_id} in {folder}: Spark logs it before the batch"
+            )
+        entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
+        return [str(e["path"]) for e in entries if int(e["batchId"]) == batch_id]
 
 
 def local_path(location: str) -> Path | None:

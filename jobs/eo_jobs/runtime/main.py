@@ -229,6 +229,7 @@ def _install_stop(query: Any, ctx: BatchContext) -> threading.Event:
 def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int | None) -> int:
     """Run the driver; returns the exit code."""
     from eo_jobs.runtime.listener import ProgressListener
+    from eo_jobs.runtime.reread import Reread
     from eo_jobs.runtime.session import build_session
     from eo_jobs.runtime.source import read_source
 
@@ -265,6 +266,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         metrics.serve(port)
     metrics.set_epoch(epoch)
     progress = Progress(metrics)
+    checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     ctx = BatchContext(
         spec=spec,
         pipeline=pipeline.key,
@@ -274,7 +276,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         dead_letters=PostgresWriter(
             dsn=first_dsn, table=dead_letter_table, columns=DEAD_LETTER_COLUMNS
         ),
-        checkpoint=CheckpointLog.of(spec.checkpoint.location, spark),
+        checkpoint=checkpoint,
         on_batch=progress.batch,
         on_failure=progress.failed,
         failed_attempts=(
@@ -282,6 +284,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             if spec.guarantee == Guarantee.EXACTLY_ONCE
             else None
         ),
+        reread=Reread.of(spark, spec, checkpoint),
     )
     listener = ProgressListener(metrics)
     spark.streams.addListener(listener)

@@ -1,0 +1,108 @@
+"""A batch with a record that does not parse: its first pass fails, and it is read again.
+
+A file source is streamed with ``mode=FAILFAST`` and no corrupt-record column
+(``source._files``): keeping that column makes Spark's parser copy every good row field by
+field, a cost every batch paid for the rare record that does not parse (~4 % of a
+200,000-row cycle, bench/README.md). A batch that has such a record fails its first pass
+(Spark's MALFORMED_RECORD_IN_PARSING) before anything of it is decided; the driver rolls back
+what the pass prepared, and reads the batch's files again, named by the checkpoint's source
+log, keeping the record aside as a dead letter (``source.files_batch``). Only such a batch
+pays for a second read; ``ReadPolicy`` keeps input whose malformed records keep coming from
+paying for it every batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+from pyspark.sql import DataFrame, SparkSession
+
+from eo_jobs.runtime.checkpoint import CheckpointLog
+from eo_jobs.runtime.source import files_batch
+from eo_jobs.spec.models import FilesSource, PipelineSpec
+
+MAX_PATIENCE = 64
+MALFORMED = "MALFORMED_RECORD_IN_PARSING"
+"""Spark's condition for a record that does not parse in FAILFAST mode (any subclass)."""
+
+
+def _java_throwable(exc: BaseException) -> Any:
+    """The JVM exception behind a Py4J or PySpark error, or None."""
+    return getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+
+
+def is_malformed(exc: BaseException) -> bool:
+    """Whether Spark failed because a record does not parse (FAILFAST), at any depth of causes.
+
+    A task's failure reaches the driver wrapped (FAILED_READ_FILE, then the job's abort), so the
+    JVM cause chain is walked; a cause that is not a Spark error has no condition.
+    """
+    throwable = _java_throwable(exc)
+    while throwable is not None:
+        try:
+            condition = throwable.getCondition()
+        except Py4JError:
+            condition = None
+        if condition is not None and str(condition).startswith(MALFORMED):
+            return True
+        throwable = throwable.getCause()
+    return False
+
+
+class Reread:
+    """Reads one batch of a file source again, keeping records that do not parse aside."""
+
+    def __init__(self, spark: SparkSession, source: FilesSource, checkpoint: CheckpointLog):
+        self._spark = spark
+        self._source = source
+        self._checkpoint = checkpoint
+
+    @classmethod
+    def of(
+        cls, spark: SparkSession, spec: PipelineSpec, checkpoint: CheckpointLog
+    ) -> Reread | None:
+        """For a file source of a text format (parquet has nothing to parse; Kafka records are
+        parsed by ``from_json``/``from_csv``, which keep the text anyway)."""
+        files = spec.source.files
+        if files is None or files.format == "parquet":
+            return None
+        return cls(spark, files, checkpoint)
+
+    def files(self, batch_id: int) -> list[str]:
+        """The files of ``batch_id``, as Spark logged them before running it."""
+        return self._checkpoint.source_files(batch_id)
+
+    def frame(self, files: list[str]) -> DataFrame:
+        """The batch's records with the stream's columns, malformed ones with their text."""
+        return files_batch(self._spark, self._source, files)
+
+
+@dataclass
+class ReadPolicy:
+    """Whether a batch tries the fast pass first, or is read with the corrupt-record column.
+
+    A fast pass that meets a malformed record costs its batch several times a batch's time
+    (Spark retries the failing task before the job fails, then the batch is read again), so
+    after one the next batches are read with the column at once, until ``patience`` of them in
+    a row had no dead letter. ``patience`` doubles (up to 64) each time the fast pass fails, so
+    input with a malformed record every few batches settles on the column, and clean input
+    keeps the fast pass.
+    """
+
+    patience: int = 1
+    left: int = 0
+    """Batches still to be read with the column before the fast pass is tried again."""
+
+    def fast_first(self) -> bool:
+        """Whether the next batch tries the fast pass."""
+        return self.left == 0
+
+    def failed(self) -> None:
+        """The fast pass met a malformed record (the batch is then read with the column)."""
+        self.patience = min(self.patience * 2, MAX_PATIENCE)
+
+    def read_with_column(self, dead_letters: int) -> None:
+        """A batch was read with the column and gave ``dead_letters``."""
+        self.left = self.patience if dead_letters else max(self.left - 1, 0)
