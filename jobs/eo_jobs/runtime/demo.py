@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -128,6 +129,51 @@ spec:
 """  # noqa: S608 (a YAML document that contains SQL text, not a query)
 
 
+def driver_line(line: str, epoch: int) -> tuple[str | None, bool]:
+    """What the demo shows of one line of a driver's output (or None), and whether the line
+    says a batch finished.
+
+    Events become one line each; other lines only when they report an error, without the
+    frames of Java stack traces (Spark logs one per failed task attempt, e.g. for a batch's
+    first pass that met a malformed record, which the driver then reads again).
+    """
+    prefix = f"  epoch {epoch} | "
+    try:
+        event = json.loads(line)
+    except ValueError:
+        if line.startswith("\tat ") or not ("Error" in line or "eo:" in line):
+            return None, False
+        return prefix + line.rstrip()[:200], False
+    kind = event.get("event") if isinstance(event, dict) else None
+    if kind == "batch":
+        return prefix + (
+            f"batch {event['batch']:>3}: {event['rows']:>6} rows "
+            f"(prepare {event['prepare_ms']:.0f} ms, decide {event['decide_ms']:.0f} ms, "
+            f"commit {event['commit_ms']:.0f} ms)"
+        ), True
+    return _other_event(prefix, kind, event), False
+
+
+def _other_event(prefix: str, kind: object, event: dict[str, Any]) -> str | None:
+    if kind == "replay":
+        return prefix + (
+            f"batch {event['batch']:>3}: already decided by epoch "
+            f"{event['decided_by_epoch']}, replay writes nothing"
+        )
+    if kind == "reread" and event["first_read"] == "failed":
+        return prefix + (
+            f"batch {event['batch']:>3}: a malformed record stopped the first pass; "
+            f"{event['rolled_back']} prepared rolled back, its {event['files']} files read again "
+            "with the record set aside"
+        )
+    if kind == "recovered" and (event["committed"] or event["rolled_back"]):
+        return prefix + (
+            f"startup recovery: {len(event['committed'])} committed, "
+            f"{len(event['rolled_back'])} rolled back"
+        )
+    return None
+
+
 class Driver:
     """One ``eo run`` child process (its own process group, like a pod)."""
 
@@ -161,29 +207,10 @@ class Driver:
     def _follow(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                if "Error" in line or "eo:" in line:
-                    say(f"  epoch {self.epoch} | {line.rstrip()[:200]}")
-                continue
-            if event.get("event") == "batch":
-                self.batches += 1
-                say(
-                    f"  epoch {self.epoch} | batch {event['batch']:>3}: {event['rows']:>6} rows "
-                    f"(prepare {event['prepare_ms']:.0f} ms, decide {event['decide_ms']:.0f} ms, "
-                    f"commit {event['commit_ms']:.0f} ms)"
-                )
-            elif event.get("event") == "replay":
-                say(
-                    f"  epoch {self.epoch} | batch {event['batch']:>3}: already decided by epoch "
-                    f"{event['decided_by_epoch']}, replay writes nothing"
-                )
-            elif event.get("event") == "recovered" and (event["committed"] or event["rolled_back"]):
-                say(
-                    f"  epoch {self.epoch} | startup recovery: "
-                    f"{len(event['committed'])} committed, {len(event['rolled_back'])} rolled back"
-                )
+            text, finished_batch = driver_line(line, self.epoch)
+            self.batches += finished_batch
+            if text is not None:
+                say(text)
 
     def kill(self) -> None:
         """SIGKILL the whole process group: the pod dies, nothing runs its cleanup."""
