@@ -24,6 +24,7 @@ from eo_jobs.runtime.source import files_batch
 from eo_jobs.spec.models import FilesSource, PipelineSpec
 
 MAX_PATIENCE = 64
+"""The most clean batches in a row ``ReadPolicy`` waits for before it tries the fast pass again."""
 MALFORMED = "MALFORMED_RECORD_IN_PARSING"
 """Spark's condition for a record that does not parse in FAILFAST mode (any subclass)."""
 
