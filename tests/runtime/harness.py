@@ -34,10 +34,26 @@ class Truth:
     malformed: int = 0
 
 
+_last_mtime_ns = 0
+
+
+def _stamp_in_order(path: Path) -> None:
+    """Give ``path`` a modification time at least 2 ms after the previous file's.
+
+    Spark's file source takes new files in order of their modification time in milliseconds;
+    files written within one millisecond tie, and a tie is broken by listing order, not by name,
+    so a test that names which file a batch holds needs each file strictly later than the last.
+    """
+    global _last_mtime_ns
+    _last_mtime_ns = max(time.time_ns(), _last_mtime_ns + 2_000_000)
+    os.utime(path, ns=(_last_mtime_ns, _last_mtime_ns))
+
+
 def write_files(
     folder: Path, files: int, per_file: int, start: int = 0, malformed_every: int = 40
 ) -> Truth:
-    """JSON-lines files (atomically renamed in), with a malformed line every N records."""
+    """JSON-lines files (atomically renamed in, in order of modification time), with a
+    malformed line every N records."""
     truth = Truth()
     folder.mkdir(parents=True, exist_ok=True)
     order_id = start
@@ -57,6 +73,7 @@ def write_files(
                 truth.malformed += 1
         tmp = folder / f".part-{start}-{index}.tmp"
         tmp.write_text("\n".join(lines) + "\n")
+        _stamp_in_order(tmp)
         tmp.rename(folder / f"part-{start:06d}-{index:03d}.json")
     return truth
 
