@@ -248,7 +248,7 @@ def test_the_job_image_has_pyspark_4_1_1_a_jre_17_and_the_kafka_connector_jars()
     extras = set().union(*(pip_extras(s) for s in closure("job")))
     assert extras == {"spark"}
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "pyspark==4.1.1" in project["optional-dependencies"]["spark"]
+    assert "pyspark==4.1.3" in project["optional-dependencies"]["spark"]
     job = STAGES["job"]
     assert any("openjdk-17-jre-headless" in run for run in job.runs())
     assert job.env()["EO_CACHE"] == "/opt/eo/cache"

@@ -76,14 +76,40 @@ def test_a_kafka_stream_killed_twice_mid_stream_lands_exactly_once(
     driver = harness.Driver(spec, 2, pg_dsn)
     deadline = time.monotonic() + 300
     target = random.Random(time.time_ns()).randint(1, 3)
-    while driver.batches_done() < target and driver.proc.poll() is None:
+    while driver.batches_done() < target:
+        assert driver.proc.poll() is None, driver.output()  # it must not die by itself
         assert time.monotonic() < deadline, driver.output()
         time.sleep(0.05)
     driver.kill()
-    driver.wait()
+    assert driver.wait() == -signal.SIGKILL, driver.output()
 
     _produce(kafka_broker, topic, truth, 20_000, 300)
     code, out = harness.run(spec, 3, pg_dsn)
     assert code == 0, out
     assert sum(kafka_broker.end_offsets(topic).values()) == len(truth.valid) + truth.malformed
+    harness.assert_exact(pg_dsn, truth)
+
+
+def test_a_kafka_batch_decided_before_a_crash_is_replayed_and_the_stream_runs_on(
+    kafka_broker: KafkaBroker, pg_dsn: str, tmp_path: Path
+) -> None:
+    """The driver dies after batch 1's decision, before Spark's commit log: the next driver
+    replays batch 1 from its logged offsets without asking Kafka for the latest ones first.
+    Spark 4.1.1's Kafka source then failed the query when it reported progress
+    (SPARK-55271: ``metrics`` on offsets it had not fetched yet), once per such recovery."""
+    harness.create_table(pg_dsn)
+    topic = f"orders-{secrets.token_hex(3)}"
+    kafka_broker.create_topic(topic, 3)
+    truth = harness.Truth()
+    _produce(kafka_broker, topic, truth, 0, 900)
+    spec = _pipeline(tmp_path, kafka_broker, topic)
+
+    fault = {"EO_FAULT_POINT": "after-decision", "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == -signal.SIGKILL, out
+
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    assert [e["batch"] for e in events if e["event"] == "replay"] == [1]
     harness.assert_exact(pg_dsn, truth)
