@@ -34,19 +34,16 @@ class Truth:
     malformed: int = 0
 
 
-_last_mtime_ns = 0
-
-
 def _stamp_in_order(path: Path) -> None:
-    """Give ``path`` a modification time at least 2 ms after the previous file's.
+    """Give ``path`` a modification time at least 2 ms after every other file's in its folder.
 
     Spark's file source takes new files in order of their modification time in milliseconds;
     files written within one millisecond tie, and a tie is broken by listing order, not by name,
     so a test that names which file a batch holds needs each file strictly later than the last.
     """
-    global _last_mtime_ns
-    _last_mtime_ns = max(time.time_ns(), _last_mtime_ns + 2_000_000)
-    os.utime(path, ns=(_last_mtime_ns, _last_mtime_ns))
+    others = (p.stat().st_mtime_ns for p in path.parent.iterdir() if p != path)
+    stamp = max(time.time_ns(), max(others, default=0) + 2_000_000)
+    os.utime(path, ns=(stamp, stamp))
 
 
 def write_files(
