@@ -22,6 +22,7 @@ INVALID = {
     "hadoop-conf-credential.yaml": "spec.hadoopConf",
     "kafka-literal-jaas.yaml": "spec.source.kafka.options",
     "kafka-fail-on-data-loss.yaml": "spec.source.kafka.options",
+    "files-drop-malformed.yaml": "spec.source.files.options",
 }
 
 

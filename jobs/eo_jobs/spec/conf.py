@@ -74,6 +74,18 @@ KAFKA_OWNED_OPTIONS = {
 }
 """Kafka reader options eo sets itself (Spark reads option names in any case): a user option
 would silently override them, and ``failOnDataLoss: false`` would turn lost offsets into a gap."""
+FILES_OWNED_OPTIONS = {
+    "mode": "eo parses with FAILFAST and reads a batch holding a record that does not parse "
+    "again, that record kept in the dead-letter table; DROPMALFORMED would drop it, a gap",
+    "columnnameofcorruptrecord": "eo keeps every record that does not parse in the dead-letter "
+    "table itself",
+    "maxfilespertrigger": "set spec.source.files.maxFilesPerTrigger",
+    "path": "set spec.source.files.path",
+    "header": "eo reads csv files by their header line (columns by name); without one the first "
+    "record of every file would be taken for a header and lost",
+}
+"""File reader options eo sets itself: a user's value was silently overridden (``mode``,
+``header``) or fought eo's (``path``, ``maxFilesPerTrigger``)."""
 KAFKA_OPTION_KEY_PATTERN = r"^kafka(\.[a-z0-9]+)+$"
 """Keys of ``secretOptions``: Kafka client settings as Spark's reader takes them (``kafka.``
 and the lower-case dotted name); the only ones Spark passes on to the Kafka consumer."""
@@ -139,19 +151,21 @@ def kafka_option_refusals(options: Mapping[str, str]) -> list[str]:
     ]
 
 
-def kafka_owned_refusals(options: Mapping[str, str]) -> list[str]:
-    """Why each key of ``spec.source.kafka.options`` that eo sets itself is refused."""
+def owned_refusals(options: Mapping[str, str], owned: Mapping[str, str]) -> list[str]:
+    """Why each reader option that eo sets itself (``owned``: lower-case key -> the fix) is
+    refused: Spark reads option names in any case, and one of them would either be overridden
+    by eo without a word or override eo."""
     return [
-        f"key {key} is set by eo: {KAFKA_OWNED_OPTIONS[key.lower()]}"
+        f"key {key} is set by eo: {owned[key.lower()]}"
         for key in sorted(options)
-        if key.lower() in KAFKA_OWNED_OPTIONS
+        if key.lower() in owned
     ]
 
 
-def kafka_owned_cel_rule() -> str:
-    """The CRD's CEL rule for ``spec.source.kafka.options``: no key eo sets itself."""
-    owned = ", ".join(f"'{key}'" for key in KAFKA_OWNED_OPTIONS)
-    return f"!has(self.options) || self.options.all(k, !(k.lowerAscii() in [{owned}]))"
+def owned_cel_rule(owned: Mapping[str, str]) -> str:
+    """The CRD's CEL rule for a source's ``options``: no key eo sets itself, in any case."""
+    keys = ", ".join(f"'{key}'" for key in owned)
+    return f"!has(self.options) || self.options.all(k, !(k.lowerAscii() in [{keys}]))"
 
 
 def kafka_option_cel_rule() -> str:

@@ -127,6 +127,18 @@ class CredentialRef(Model):
 class FilesSource(Model):
     """Files appearing in a folder (local path or any Hadoop-compatible URI)."""
 
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                conf.owned_cel_rule(conf.FILES_OWNED_OPTIONS),
+                "options may not set what eo sets itself: mode and columnNameOfCorruptRecord "
+                "(records that do not parse become dead letters), header (csv files are read by "
+                "their header line), path and maxFilesPerTrigger (use the fields)",
+                ".options",
+            ),
+        )
+    )
+
     path: Annotated[str, StringConstraints(min_length=1)]
     """Folder that Spark watches for new files."""
     format: Literal["json", "csv", "parquet"]
@@ -135,8 +147,20 @@ class FilesSource(Model):
     """Spark DDL schema of a record, e.g. "order_id BIGINT, merchant STRING, amount BIGINT"."""
     max_files_per_trigger: Annotated[int, Field(ge=1)] | None = None
     """At most this many new files per micro-batch (Spark's maxFilesPerTrigger)."""
-    options: dict[str, str] = Field(default_factory=dict)
-    """Extra Spark reader options."""
+    options: Annotated[dict[str, str], Field(max_length=conf.MAX_ENTRIES)] = Field(
+        default_factory=dict
+    )
+    """Extra Spark reader options (e.g. multiLine, timestampFormat, recursiveFileLookup).
+    Options eo sets itself are refused: mode and columnNameOfCorruptRecord (records that do not
+    parse become dead letters), header (csv files are read by their header line), path and
+    maxFilesPerTrigger (use their fields)."""
+
+    @model_validator(mode="after")
+    def _no_owned_options(self) -> FilesSource:
+        refused = conf.owned_refusals(self.options, conf.FILES_OWNED_OPTIONS)
+        if refused:
+            raise FieldError("options", refused[0])
+        return self
 
 
 class KafkaSource(Model):
@@ -152,7 +176,7 @@ class KafkaSource(Model):
                 ".options",
             ),
             (
-                conf.kafka_owned_cel_rule(),
+                conf.owned_cel_rule(conf.KAFKA_OWNED_OPTIONS),
                 "options may not set what eo sets itself: failOnDataLoss (always true), "
                 "kafka.bootstrap.servers, subscribe, subscribePattern, assign, startingOffsets, "
                 "maxOffsetsPerTrigger; use the fields bootstrapServers, topics, startingOffsets "
@@ -205,7 +229,9 @@ class KafkaSource(Model):
 
     @model_validator(mode="after")
     def _credentials_by_reference(self) -> KafkaSource:
-        refused = conf.kafka_option_refusals(self.options) + conf.kafka_owned_refusals(self.options)
+        refused = conf.kafka_option_refusals(self.options) + conf.owned_refusals(
+            self.options, conf.KAFKA_OWNED_OPTIONS
+        )
         if refused:
             raise FieldError("options", refused[0])
         for key in sorted(self.secret_options):
