@@ -58,20 +58,29 @@ spec:
     return spec
 
 
+def _first_run_killed_at(
+    broker: KafkaBroker, dsn: str, work: Path, messages: int, point: str
+) -> tuple[str, harness.Truth, Path]:
+    """Table, a 3-partition topic with ``messages`` orders, the pipeline, and its first driver
+    (epoch 1) killed at crash point ``point`` of batch 1: (topic, truth, pipeline file)."""
+    harness.create_table(dsn)
+    topic = f"orders-{secrets.token_hex(3)}"
+    broker.create_topic(topic, 3)
+    truth = harness.Truth()
+    _produce(broker, topic, truth, 0, messages)
+    spec = _pipeline(work, broker, topic)
+    fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, dsn, extra_env=fault)
+    assert code == -signal.SIGKILL, out
+    return topic, truth, spec
+
+
 def test_a_kafka_stream_killed_twice_mid_stream_lands_exactly_once(
     kafka_broker: KafkaBroker, pg_dsn: str, tmp_path: Path
 ) -> None:
-    harness.create_table(pg_dsn)
-    topic = f"orders-{secrets.token_hex(3)}"
-    kafka_broker.create_topic(topic, 3)
-    truth = harness.Truth()
-    _produce(kafka_broker, topic, truth, 0, 1200)
-    spec = _pipeline(tmp_path, kafka_broker, topic)
-
-    fault = {"EO_FAULT_POINT": "after-some-commits", "EO_FAULT_BATCH": "1"}
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
-    assert code == -signal.SIGKILL, out
-
+    topic, truth, spec = _first_run_killed_at(
+        kafka_broker, pg_dsn, tmp_path, 1200, "after-some-commits"
+    )
     _produce(kafka_broker, topic, truth, 10_000, 800)
     driver = harness.Driver(spec, 2, pg_dsn)
     deadline = time.monotonic() + 300
@@ -97,17 +106,7 @@ def test_a_kafka_batch_decided_before_a_crash_is_replayed_and_the_stream_runs_on
     replays batch 1 from its logged offsets without asking Kafka for the latest ones first.
     Spark 4.1.1's Kafka source then failed the query when it reported progress
     (SPARK-55271: ``metrics`` on offsets it had not fetched yet), once per such recovery."""
-    harness.create_table(pg_dsn)
-    topic = f"orders-{secrets.token_hex(3)}"
-    kafka_broker.create_topic(topic, 3)
-    truth = harness.Truth()
-    _produce(kafka_broker, topic, truth, 0, 900)
-    spec = _pipeline(tmp_path, kafka_broker, topic)
-
-    fault = {"EO_FAULT_POINT": "after-decision", "EO_FAULT_BATCH": "1"}
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
-    assert code == -signal.SIGKILL, out
-
+    _, truth, spec = _first_run_killed_at(kafka_broker, pg_dsn, tmp_path, 900, "after-decision")
     code, out = harness.run(spec, 2, pg_dsn)
     assert code == 0, out
     events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
