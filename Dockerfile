@@ -68,6 +68,12 @@ RUN --mount=type=cache,target=/root/.m2 \
     && scripts/fetch-jars.sh \
     && rm -rf "$EO_CACHE"/jars/kafka-broker-* \
     && ls -d "$EO_CACHE"/jars/spark-kafka-*/
+# eo's JVM writer (jvm/writer: binary COPY writer tasks), compiled by the Eclipse compiler on
+# the build stage's Java runtime, with the PostgreSQL JDBC driver fetch-jars.sh resolved.
+COPY scripts/build-writer.sh scripts/
+COPY jvm/ jvm/
+RUN --mount=type=cache,target=/root/.m2 \
+    scripts/build-writer.sh /opt/eo/writer
 COPY README.md ./
 COPY jobs/ jobs/
 COPY operator/ operator/
@@ -85,11 +91,13 @@ RUN apt-get update \
     && chmod 0755 /var/tmp /run/lock
 COPY --from=job-build /opt/eo/venv /opt/eo/venv
 COPY --from=job-build /opt/eo/cache /opt/eo/cache
+COPY --from=job-build /opt/eo/writer /opt/eo/writer
 COPY docker/entrypoint.sh /opt/eo/bin/entrypoint
 COPY --from=job-build /opt/eo/app /opt/eo/app
 ENV PATH=/opt/eo/app/bin:/opt/eo/venv/bin:$PATH \
     JAVA_HOME=/opt/java \
     EO_CACHE=/opt/eo/cache \
+    EO_WRITER_JARS=/opt/eo/writer \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp

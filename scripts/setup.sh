@@ -41,7 +41,7 @@ if [[ ! -f "$full_stamp" ]]; then
   touch "$full_stamp"
 fi
 
-for extra in scripts/fetch-jars.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh \
+for extra in scripts/fetch-jars.sh scripts/build-writer.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh \
   scripts/install-s3-server.sh; do
   if [[ -x "$extra" ]]; then
     step "running $extra (cached after the first run; long steps print a line every 30 s)"

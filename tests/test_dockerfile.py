@@ -257,6 +257,17 @@ def test_the_job_image_has_pyspark_4_1_1_a_jre_17_and_the_kafka_connector_jars()
     assert ("/opt/eo/cache", "/opt/eo/cache") in copied
 
 
+def test_the_job_image_has_the_jvm_writer_built_from_the_checkout_and_points_eo_at_it() -> None:
+    builds = [run for s in closure("job") for run in s.runs() if "build-writer.sh" in run]
+    assert len(builds) == 1 and builds[0].endswith(" scripts/build-writer.sh /opt/eo/writer")
+    job = STAGES["job"]
+    copied = {c.value for c in job.all("COPY") if any(f.startswith("--from=") for f in c.flags)}
+    assert ("/opt/eo/writer", "/opt/eo/writer") in copied
+    assert job.env()["EO_WRITER_JARS"] == "/opt/eo/writer"
+    assert not ignored("jvm/writer/src/dev/eo/writer/TaskWriter.java")
+    assert not ignored("scripts/build-writer.sh")
+
+
 @pytest.mark.parametrize("target", ["operator", "job"])
 def test_compilers_maven_and_caches_stay_in_builder_stages(target: str) -> None:
     for run in STAGES[target].runs():

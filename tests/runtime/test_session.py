@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from eo_jobs.runtime.packages import hadoop_aws_jars
+from eo_jobs.runtime.packages import hadoop_aws_jars, writer_jars
 from eo_jobs.runtime.session import (
     CHECKPOINT_MANAGER_KEY,
     LOCAL_CHECKPOINT_MANAGER,
@@ -46,7 +46,7 @@ S3 = {
 def test_an_s3a_checkpoint_puts_s3a_on_the_class_path_and_points_it_at_the_store() -> None:
     conf = spark_conf(_spec(S3), "app", environ={"STORE_ID": "id", "STORE_SECRET": "top-secret"})
 
-    assert set(conf["spark.jars"].split(",")) == {str(jar) for jar in hadoop_aws_jars()}
+    assert set(conf["spark.jars"].split(",")) == {str(jar) for jar in hadoop_aws_jars() + _writer()}
     assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
     assert conf["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
     assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
@@ -65,10 +65,10 @@ def test_without_keys_the_sdk_chain_with_web_identity_is_used() -> None:
     assert "spark.hadoop.fs.s3a.endpoint" not in conf
 
 
-def test_a_local_checkpoint_adds_no_jars_and_no_s3_settings() -> None:
+def test_a_local_checkpoint_adds_no_s3_jars_and_no_s3_settings() -> None:
     conf = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
 
-    assert "spark.jars" not in conf
+    assert set(conf["spark.jars"].split(",")) == {str(jar) for jar in _writer()}
     assert not any(key.startswith("spark.hadoop.fs.s3a") for key in conf)
 
 
@@ -347,3 +347,20 @@ def test_the_write_path_defaults_yield_to_the_users_spark_settings() -> None:
     assert conf["spark.sql.execution.arrow.maxBytesPerBatch"] == str(16 << 20)
     assert conf["spark.sql.sources.parallelPartitionDiscovery.threshold"] == "32"
     assert conf["spark.driver.extraJavaOptions"] == "-XX:+UseG1GC -Xss4m"
+
+
+def _writer() -> list[Path]:
+    jars = writer_jars()
+    assert not isinstance(jars, str), jars  # ./dev setup builds it
+    return jars
+
+
+def test_the_jvm_writer_and_its_jdbc_driver_go_on_the_class_path_when_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert {jar.name for jar in _writer()} >= {"eo-writer.jar"}
+    monkeypatch.setenv("EO_CACHE", str(tmp_path))  # a cache where it was never built
+
+    conf = spark_conf(_spec({"location": "/data/ckpt"}), "app", environ={})
+
+    assert "spark.jars" not in conf

@@ -53,6 +53,17 @@ def armed(point: str, batch_id: int | None = None) -> bool:
     return _matches(_settings(), point, batch_id)
 
 
+def armed_action(point: str, batch_id: int) -> str | None:
+    """The action (kill, stop, raise) of the fault armed at ``point`` for this batch, or None.
+
+    For code that acts at the point itself in another process (eo's JVM writer tasks).
+    """
+    settings = _settings()
+    if point not in POINTS:
+        raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
+    return settings.get("action", "kill") if _matches(settings, point, batch_id) else None
+
+
 def _matches(settings: dict[str, str], point: str, batch_id: int | None) -> bool:
     if settings.get("point") != point:
         return False

@@ -12,6 +12,7 @@ record never stops the pipeline.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -30,6 +31,7 @@ from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
+from eo_jobs.runtime.jvm_writer import JvmWriter
 from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.phase_two import PhaseTwo
 from eo_jobs.runtime.poison import split_unstorable
@@ -70,6 +72,8 @@ class BatchContext:
     failed_attempts: FailedAttempts | None = None
     reread: Reread | None = None
     in_batch: threading.Event = field(default_factory=threading.Event)
+    jvm_ready: str | None = "not checked"
+    """None when eo's JVM writer can run in the session (``jvm_writer.jvm_ready``), else why not."""
 
 
 class ForeachBatch:
@@ -81,6 +85,7 @@ class ForeachBatch:
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
         self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
+        self._jvm: dict[str, JvmWriter | None] = {}
         self.phase_two = PhaseTwo()
         self.read_policy = ReadPolicy()
 
@@ -302,15 +307,35 @@ class ForeachBatch:
             driver_pid=os.getpid(),
             dead_letters=dead_letters,
         )
-        # One job (one UDF) per sink and query: its tasks take the batch id from their job.
-        template = replace(task, batch_id=-1)
-        job = self._jobs.get(template)
-        if job is None:
-            job = self._jobs[template] = ArrowWriteJob(arrow_task_writer(template))
-        if ctx.failed_attempts is None:
+        watching = (
+            contextlib.nullcontext()
+            if ctx.failed_attempts is None
+            else ctx.failed_attempts.watching(task)
+        )
+        with watching:
+            jvm = self._jvm_writer(sink, writer)
+            if jvm is not None:
+                results = jvm.run(frame, task, wanted)
+                if results is not None:
+                    return results
+            # One job (one UDF) per sink and query: its tasks take the batch id from their job.
+            template = replace(task, batch_id=-1)
+            job = self._jobs.get(template)
+            if job is None:
+                job = self._jobs[template] = ArrowWriteJob(arrow_task_writer(template))
             return job.run(frame, wanted, batch_id)
-        with ctx.failed_attempts.watching(task):
-            return job.run(frame, wanted, batch_id)
+
+    def _jvm_writer(self, sink: str, writer: PostgresWriter) -> JvmWriter | None:
+        """The sink's JVM writer, chosen at its first batch (event ``writer``), or None."""
+        if sink not in self._jvm:
+            chosen = JvmWriter.choose(writer, self.ctx.jvm_ready)
+            if isinstance(chosen, str):
+                logs.event("writer", sink=sink, path="python", reason=chosen)
+                self._jvm[sink] = None
+            else:
+                logs.event("writer", sink=sink, path="jvm")
+                self._jvm[sink] = chosen
+        return self._jvm[sink]
 
     def _write_dead_letters(
         self, rows: list[tuple[str, str]], query_id: str, batch_id: int

@@ -37,6 +37,7 @@ from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
+from eo_jobs.runtime.jvm_writer import jvm_ready
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.runtime.phase_two import PhaseTwoError
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
@@ -285,6 +286,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             else None
         ),
         reread=Reread.of(spark, spec, checkpoint),
+        jvm_ready=jvm_ready(spark),
     )
     listener = ProgressListener(metrics)
     spark.streams.addListener(listener)

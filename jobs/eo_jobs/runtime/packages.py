@@ -1,5 +1,5 @@
 """Where the jars PySpark does not ship are on this machine: Spark's Kafka connector, Hadoop's
-S3A file system (for ``s3a://`` checkpoints).
+S3A file system (for ``s3a://`` checkpoints), eo's JVM writer with the PostgreSQL JDBC driver.
 
 `spark.jars.packages` would resolve them from the network at every start.
 `scripts/fetch-jars.sh` resolves them once, from Maven Central, into cache folders keyed by the
@@ -9,6 +9,7 @@ so the CLI can report a missing connector (and how to fetch it) before it starts
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import re
@@ -20,6 +21,12 @@ JARS_OVERRIDE_ENV = "EO_SPARK_KAFKA_JARS"
 """Names a folder of jars to use instead of the cache (an image that bakes them in)."""
 HADOOP_AWS_JARS_ENV = "EO_HADOOP_AWS_JARS"
 """Names a folder of S3A jars to use instead of the cache (an image that bakes them in)."""
+WRITER_JARS_ENV = "EO_WRITER_JARS"
+"""Names the folder of eo's JVM writer jar (and pgJDBC) instead of the cache (the job image)."""
+WRITER_JAR = "eo-writer.jar"
+_REPO = Path(__file__).resolve().parents[3]
+WRITER_SOURCES = _REPO / "jvm" / "writer" / "src"
+JAR_VERSIONS = _REPO / "tools" / "jars" / "versions.properties"
 COMPLETE_STAMP = ".complete"
 """Written by fetch-jars.sh last, so a half-copied cache folder is never used."""
 
@@ -105,3 +112,35 @@ def hadoop_aws_jars(hadoop_version: str | None = None) -> list[Path]:
         f"Hadoop's S3A file system org.apache.hadoop:hadoop-aws:{version} "
         "(for an s3a:// checkpoint location)",
     )
+
+
+def writer_folder() -> Path:
+    """The cache folder ``scripts/build-writer.sh`` builds the JVM writer into.
+
+    Keyed by the writer's sources, the pinned jar versions and the installed PySpark (the
+    writer links against Spark's internal rows), so a change to any of them builds anew.
+    """
+    digest = hashlib.sha256()
+    for path in sorted(WRITER_SOURCES.rglob("*.java")):
+        digest.update(path.relative_to(WRITER_SOURCES).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    digest.update(JAR_VERSIONS.read_bytes() + b"\0")
+    digest.update(installed_pyspark_version().encode())
+    return eo_cache() / "jars" / f"eo-writer-{digest.hexdigest()[:16]}"
+
+
+def writer_jars() -> list[Path] | str:
+    """eo's JVM writer jar and the JDBC driver it uses, or why they cannot be used here."""
+    override = os.environ.get(WRITER_JARS_ENV)
+    if override:
+        folder = Path(override)
+    elif not WRITER_SOURCES.is_dir():
+        return f"the JVM writer is not installed (set ${WRITER_JARS_ENV} to its folder)"
+    else:
+        folder = writer_folder()
+        if not (folder / COMPLETE_STAMP).is_file():
+            return "the JVM writer is not built (run scripts/build-writer.sh or ./dev setup)"
+    jars = sorted(folder.glob("*.jar"))
+    if WRITER_JAR not in {jar.name for jar in jars}:
+        return f"no {WRITER_JAR} in {folder}"
+    return jars

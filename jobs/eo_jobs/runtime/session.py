@@ -19,7 +19,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from eo_jobs.runtime.checkpoint import local_path
-from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars
+from eo_jobs.runtime.packages import hadoop_aws_jars, kafka_connector_jars, writer_jars
 from eo_jobs.spec import pod_template, s3
 from eo_jobs.spec.models import EXECUTOR_CONTAINER, PipelineSpec
 
@@ -205,6 +205,9 @@ def spark_conf(
     if s3.uses_s3(spec.checkpoint):
         jars += hadoop_aws_jars()
         conf.update(s3.hadoop_conf(spec.checkpoint))
+    writer = writer_jars()
+    if not isinstance(writer, str):  # eo's JVM writer (runtime.jvm_writer), when built
+        jars += writer
     if jars:
         conf["spark.jars"] = ",".join(str(p) for p in jars)
     return conf

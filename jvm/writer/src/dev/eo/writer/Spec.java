@@ -1,0 +1,55 @@
+package dev.eo.writer;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.Serializable;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One sink's writer tasks for one micro-batch, as the driver describes them (JSON, built by
+ * {@code eo_jobs.runtime.jvm_writer}). Every SQL text in it was composed by psycopg on the
+ * driver, identifiers quoted there; the tasks add only values, as bind parameters.
+ */
+public final class Spec implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final ObjectMapper JSON =
+      new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
+
+  /** {@code jdbc:postgresql://host:port/dbname}. */
+  public String url;
+  /** pgJDBC connection properties: user, password, sslmode, timeouts. */
+  public Map<String, String> properties;
+  /** {@code COPY table (columns) FROM STDIN (FORMAT binary)}. */
+  public String copySql;
+  /** The target table as {@code regclass} text, for the column type check. */
+  public String table;
+  /** The written columns, in the frame's order (its first {@code columns.size()} fields). */
+  public List<String> columns;
+  /** The target's column types ({@code pg_type.typname}) as the driver read them. */
+  public Map<String, String> targetTypes;
+  /** Frame ordinal of the dead-letter reason column; -1 when the frame has none. */
+  public int reasonIndex = -1;
+  /** Frame ordinal of the dead-letter raw text column; -1 when the frame has none. */
+  public int rawIndex = -1;
+  /** {@code COPY dead-letter table (pipeline, batch_id, raw, reason) FROM STDIN}; null: this
+   * sink's tasks drop dead letters (another sink's tasks write them). */
+  public String deadLetterSql;
+  /** {@code eo1:pipeline:query:sink:epoch:batch:}, the gid without task and attempt. */
+  public String gidPrefix;
+  /** Prepare (exactly-once) or commit (at-least-once). */
+  public boolean twoPhase;
+  public String pipeline;
+  public long batchId;
+  public int lockTimeoutMs;
+  /** How long a refused connect is retried (a server restarting). */
+  public double reopenSeconds;
+  /** The armed fault at {@code after-some-prepared} for this batch: kill, stop, raise or null. */
+  public String fault;
+  /** The process the fault signals (the Python driver). */
+  public long driverPid;
+
+  static Spec parse(String json) throws java.io.IOException {
+    return JSON.readValue(json, Spec.class);
+  }
+}
