@@ -8,13 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from eo_jobs.runtime import packages
 from eo_jobs.runtime.packages import (
     HADOOP_AWS_JARS_ENV,
     JARS_OVERRIDE_ENV,
+    WRITER_JARS_ENV,
+    WRITER_SOURCES,
     MissingPackageError,
     hadoop_aws_jars,
     installed_hadoop_version,
     kafka_connector_jars,
+    writer_folder,
+    writer_jars,
 )
 
 SPARK = importlib.metadata.version("pyspark")
@@ -109,3 +114,34 @@ def test_missing_s3a_jars_name_the_hadoop_version_pyspark_ships_and_the_fix(
     assert "scripts/fetch-jars.sh" in str(error.value)
     _jar_folder(cache / "jars" / f"hadoop-aws-{version}", [f"hadoop-aws-{version}.jar"])
     assert [jar.name for jar in hadoop_aws_jars()] == [f"hadoop-aws-{version}.jar"]
+
+
+def test_the_jvm_writer_is_rebuilt_into_a_new_folder_when_its_source_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EO_CACHE", str(tmp_path / "cache"))
+    sources = tmp_path / "src"
+    for path in WRITER_SOURCES.rglob("*.java"):
+        copy = sources / path.relative_to(WRITER_SOURCES)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(path.read_bytes())
+    monkeypatch.setattr(packages, "WRITER_SOURCES", sources)
+    before = writer_folder()
+    assert before.parent == tmp_path / "cache" / "jars" and before.name.startswith("eo-writer-")
+
+    next(sources.rglob("Kind.java")).write_text("// changed\n", encoding="utf-8")
+
+    assert writer_folder() != before
+    assert (
+        writer_jars() == "the JVM writer is not built (run scripts/build-writer.sh or ./dev setup)"
+    )
+
+
+def test_a_writer_folder_named_by_the_environment_must_hold_the_jar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(WRITER_JARS_ENV, str(_jar_folder(tmp_path / "w", ["postgresql.jar"])))
+    assert writer_jars() == f"no eo-writer.jar in {tmp_path / 'w'}"
+
+    (tmp_path / "w" / "eo-writer.jar").touch()
+    assert writer_jars() == [tmp_path / "w" / "eo-writer.jar", tmp_path / "w" / "postgresql.jar"]

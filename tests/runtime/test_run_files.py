@@ -43,6 +43,26 @@ def test_files_flow_through_the_transform_into_postgres_exactly(work: Path, pg_d
     assert batches, out
     assert {(e["pipeline"], e["namespace"], e["epoch"]) for e in events} == {("orders", "test", 1)}
     assert sorted(e["batch"] for e in batches) == list(range(len(batches)))
+    # The sink's writer tasks ran in the JVM (runtime.jvm_writer), chosen once.
+    assert [(e["sink"], e["path"]) for e in events if e["event"] == "writer"] == [("orders", "jvm")]
+
+
+def test_the_python_writer_when_chosen_survives_a_kill_after_a_prepare_exactly(
+    work: Path, pg_dsn: str
+) -> None:
+    """``EO_WRITER=python`` keeps the Arrow writer tasks; they are what runs where the JVM writer
+    cannot (an upsert, a decimal column), so the crash point inside the tasks is checked there
+    too."""
+    python = {"EO_WRITER": "python"}
+    fault = {**python, "EO_FAULT_POINT": "after-some-prepared", "EO_FAULT_BATCH": "1"}
+    truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
+    assert code == -signal.SIGKILL, out
+    code, out = harness.run(spec, 2, pg_dsn, extra_env=python)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    chosen = [(e["path"], e["reason"]) for e in events if e["event"] == "writer"]
+    assert chosen == [("python", "EO_WRITER=python")]
 
 
 def test_a_batch_with_a_malformed_record_is_read_again_and_clean_input_goes_back_to_one_pass(

@@ -1,0 +1,342 @@
+"""eo's JVM writer tasks against a real Spark and a real PostgreSQL: what lands, and when not."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+pytest.importorskip("pyspark")
+
+from pyspark.sql import DataFrame, SparkSession
+from tests.support.spark import own_jvm_session
+
+from eo_jobs.protocol.control import ensure_schema
+from eo_jobs.protocol.gid import Gid
+from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
+from eo_jobs.runtime.jvm_writer import JdbcTarget, JvmWriter, jdbc_target, jvm_ready
+from eo_jobs.runtime.packages import writer_jars
+from eo_jobs.runtime.task import WriterTask
+from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
+from eo_jobs.sinks.postgres.writer import PostgresWriter
+
+pytestmark = pytest.mark.spark
+
+COLUMNS = ("big", "small", "whole", "flag", "ratio", "fraction", "note", "at", "wall", "ntz", "day")
+TABLE_DDL = (
+    "CREATE TABLE public.kinds (big bigint, small smallint, whole integer, flag boolean, "
+    "ratio double precision, fraction real, note text, at timestamptz, wall timestamp, "
+    "ntz timestamp, day date)"
+)
+ROWS_SQL = """
+SELECT * FROM VALUES
+  (CAST(9223372036854775807 AS BIGINT), CAST(-32768 AS SMALLINT), CAST(2147483647 AS INT), true,
+   CAST('NaN' AS DOUBLE), CAST(1.5 AS FLOAT), 'tab\there, new\nline, back\\\\slash, "quote", é €',
+   TIMESTAMP '2026-03-29 01:30:00.123456', TIMESTAMP '1969-12-31 23:59:59.999999',
+   TIMESTAMP_NTZ '2026-10-25 02:30:00', DATE '1999-12-31'),
+  (CAST(-1 AS BIGINT), CAST(0 AS SMALLINT), CAST(-7 AS INT), false,
+   CAST('-Infinity' AS DOUBLE), CAST(-0.25 AS FLOAT), '',
+   TIMESTAMP '2000-01-01 00:00:00', TIMESTAMP '2000-01-01 00:00:00',
+   TIMESTAMP_NTZ '1900-01-01 00:00:00', DATE '2000-01-01'),
+  (NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+AS t(big, small, whole, flag, ratio, fraction, note, at, wall, ntz, day)
+"""
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    jars = writer_jars()
+    assert not isinstance(jars, str), jars  # ./dev setup builds it
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.jars": ",".join(str(jar) for jar in jars),
+    }
+    with own_jvm_session("eo-jvm-writer-test", "local[2]", conf) as session:
+        yield session
+
+
+def _task(
+    writer: PostgresWriter, *, two_phase: bool, dead: PostgresWriter | None = None
+) -> WriterTask:
+    return WriterTask(
+        writer=writer,
+        pipeline="test/kinds",
+        query_id="6f1c9a8e-0000-4000-8000-000000000001",
+        sink="kinds",
+        epoch=3,
+        batch_id=5,
+        two_phase=two_phase,
+        driver_pid=os.getpid(),
+        dead_letters=dead,
+    )
+
+
+def _jvm(writer: PostgresWriter) -> JvmWriter:
+    chosen = JvmWriter.choose(writer, None)
+    assert isinstance(chosen, JvmWriter), chosen
+    return chosen
+
+
+def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query).fetchall()
+
+
+def test_the_session_can_run_the_jvm_writer(spark: SparkSession) -> None:
+    assert jvm_ready(spark) is None
+
+
+def test_every_kind_lands_value_for_value_as_the_python_writer_stores_it(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(TABLE_DDL)
+        conn.execute("CREATE TABLE public.kinds_py (LIKE public.kinds)")
+        name = conn.execute("SELECT current_database()").fetchone()
+        assert name is not None  # a zone of the server's that is not UTC: the writers pin UTC
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET TimeZone = 'America/Sao_Paulo'").format(
+                sql.Identifier(name[0])
+            )
+        )
+    frame = spark.sql(ROWS_SQL).coalesce(1)
+    jvm = PostgresWriter(dsn=pg_dsn, table="public.kinds", columns=COLUMNS)
+    python = PostgresWriter(dsn=pg_dsn, table="public.kinds_py", columns=COLUMNS)
+
+    results = _jvm(jvm).run(frame, _task(jvm, two_phase=False), list(COLUMNS))
+    ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, COLUMNS, 5)
+
+    assert results is not None and [r[2] for r in results] == [3]
+    assert _rows(pg_dsn, "SELECT * FROM kinds EXCEPT ALL SELECT * FROM kinds_py") == []
+    assert _rows(pg_dsn, "SELECT * FROM kinds_py EXCEPT ALL SELECT * FROM kinds") == []
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        first = conn.execute(
+            "SELECT big, note, at::text, wall::text, ntz::text, day::text, ratio::text "
+            "FROM kinds WHERE flag"
+        ).fetchone()
+    assert first == (
+        9223372036854775807,
+        'tab\there, new\nline, back\\slash, "quote", é €',
+        "2026-03-29 01:30:00.123456+00",
+        "1969-12-31 23:59:59.999999",
+        "2026-10-25 02:30:00",
+        "1999-12-31",
+        "NaN",
+    )
+    assert _rows(pg_dsn, "SELECT count(*) FROM kinds WHERE big IS NULL AND note IS NULL") == [(1,)]
+    assert _rows(pg_dsn, "SELECT count(*) FROM kinds WHERE note = ''") == [(1,)]
+
+
+def test_each_task_prepares_its_participant_under_its_gid_with_its_marker(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ids (id bigint)")
+        ensure_schema(conn)
+    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    task = _task(writer, two_phase=True)
+
+    results = _jvm(writer).run(spark.range(0, 1000, numPartitions=2), task, ["id"])
+
+    assert results is not None and sorted(r[2] for r in results) == [500, 500]
+    gids = sorted(r[1] for r in results)
+    parsed = [Gid.parse(g) for g in gids]
+    assert [(p.epoch, p.batch, p.task) for p in parsed if p] == [(3, 5, 0), (3, 5, 1)]
+    assert [g[: -len(g.split(":")[-1])] for g in gids] == [task.gid(0, 0)[:-1], task.gid(1, 0)[:-1]]
+    prepared = _rows(pg_dsn, "SELECT gid FROM pg_prepared_xacts ORDER BY gid")
+    assert [g for (g,) in prepared] == gids
+    assert _rows(pg_dsn, "SELECT count(*) FROM ids") == [(0,)]  # invisible until decided
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for gid in gids:
+            conn.execute(f"COMMIT PREPARED '{gid}'")
+    assert _rows(pg_dsn, "SELECT count(*), count(DISTINCT id) FROM ids") == [(1000, 1000)]
+    markers = _rows(pg_dsn, "SELECT gid, pipeline, batch_id, rows_written FROM eo.markers")
+    assert sorted(markers) == [(g, "test/kinds", 5, 500) for g in gids]
+
+
+def _with_dead_letters(spark: SparkSession) -> DataFrame:
+    return (
+        spark.sql(
+            f"""SELECT * FROM VALUES
+          (1, NULL, NULL),
+          (2, 'raw\\u0000with nul\\tand tab\\\\ and\\nnewline', 'does not parse'),
+          (3, NULL, NULL),
+          (NULL, NULL, 'reason only')
+        AS t(id, {DL_RAW}, {DL_REASON})"""
+        )
+        .selectExpr("CAST(id AS BIGINT) AS id", DL_RAW, DL_REASON)
+        .coalesce(1)
+    )
+
+
+def test_dead_letters_land_in_the_same_transaction_and_another_sink_drops_them(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ids (id bigint)")
+        conn.execute("CREATE TABLE public.other (id bigint)")
+        conn.execute(
+            "CREATE TABLE public.dead (pipeline text, batch_id bigint, raw text, reason text)"
+        )
+    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    other = PostgresWriter(dsn=pg_dsn, table="public.other", columns=("id",))
+    dead = PostgresWriter(
+        dsn=pg_dsn, table="public.dead", columns=("pipeline", "batch_id", "raw", "reason")
+    )
+    frame = _with_dead_letters(spark)
+    columns = ["id", DL_RAW, DL_REASON]
+
+    first = _jvm(writer).run(frame, _task(writer, two_phase=False, dead=dead), columns)
+    second = _jvm(other).run(frame, _task(other, two_phase=False), columns)
+
+    assert first is not None and [r[2:] for r in first] == [(2, 2)]
+    assert second is not None and [r[2:] for r in second] == [(2, 0)]
+    assert _rows(pg_dsn, "SELECT id FROM ids ORDER BY id") == [(1,), (3,)]
+    assert _rows(pg_dsn, "SELECT id FROM other ORDER BY id") == [(1,), (3,)]
+    assert _rows(pg_dsn, "SELECT pipeline, batch_id, raw, reason FROM dead ORDER BY reason") == [
+        ("test/kinds", 5, "raw\\u0000with nul\tand tab\\ and\nnewline", "does not parse"),
+        ("test/kinds", 5, "", "reason only"),
+    ]
+
+
+def test_a_column_without_a_binary_form_leaves_the_batch_to_the_python_writer(
+    spark: SparkSession, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.money (id bigint, amount numeric(12, 2))")
+    writer = PostgresWriter(dsn=pg_dsn, table="public.money", columns=("id", "amount"))
+    frame = spark.sql("SELECT CAST(1 AS BIGINT) AS id, CAST(2.50 AS DECIMAL(12, 2)) AS amount")
+
+    assert _jvm(writer).run(frame, _task(writer, two_phase=False), ["id", "amount"]) is None
+
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(e["event"], e["path"]) for e in events] == [("writer", "python")]
+    assert "amount" in events[0]["reason"] and "decimal(12,2)" in events[0]["reason"]
+    assert _rows(pg_dsn, "SELECT count(*) FROM money") == [(0,)]
+
+
+def test_a_target_column_changed_after_the_driver_read_its_type_fails_the_task_naming_it(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ids (id bigint)")
+    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    jvm = _jvm(writer)
+    assert jvm.run(spark.range(0, 3, numPartitions=1), _task(writer, two_phase=False), ["id"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE public.ids ALTER COLUMN id TYPE integer")
+
+    with pytest.raises(Exception, match=r"column id of .* is of type int4 now"):
+        jvm.run(spark.range(0, 3, numPartitions=1), _task(writer, two_phase=False), ["id"])
+
+    assert _rows(pg_dsn, "SELECT count(*) FROM ids") == [(3,)]
+
+
+def test_the_after_some_prepared_fault_fails_the_first_task_after_its_prepare(
+    spark: SparkSession, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ids (id bigint)")
+        ensure_schema(conn)
+    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    monkeypatch.setenv("EO_FAULT_POINT", "after-some-prepared")
+    monkeypatch.setenv("EO_FAULT_BATCH", "5")
+    monkeypatch.setenv("EO_FAULT_ACTION", "raise")
+
+    with pytest.raises(Exception, match="fault injected at after-some-prepared of batch 5"):
+        _jvm(writer).run(spark.range(0, 10, numPartitions=1), _task(writer, two_phase=True), ["id"])
+
+    prepared = _rows(pg_dsn, "SELECT gid FROM pg_prepared_xacts")
+    assert len(prepared) == 1  # prepared before the fault: the failed-attempt sweep's to undo
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"ROLLBACK PREPARED '{prepared[0][0]}'")
+
+
+def test_an_upsert_sink_keeps_the_python_writer() -> None:
+    writer = PostgresWriter(
+        dsn="postgresql://u@db:5432/d",
+        table="public.t",
+        columns=("k",),
+        mode="upsert",
+        key_columns=("k",),
+    )
+
+    assert JvmWriter.choose(writer, None) == "the sink's mode is upsert (the JVM writer appends)"
+    assert JvmWriter.choose(writer, "not built") == "not built"
+
+
+@pytest.fixture
+def libpq_free_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in list(os.environ):
+        if name.startswith("PG"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.usefixtures("libpq_free_env")
+def test_a_tcp_dsn_is_said_to_pgjdbc_with_the_same_meaning() -> None:
+    target = jdbc_target(
+        "host=db.example port=6432 dbname='my db' user=eo password=s3cr=t sslmode=verify-full "
+        "sslrootcert=/etc/ca.pem connect_timeout=4 keepalives_idle=30"
+    )
+
+    assert target == JdbcTarget(
+        "jdbc:postgresql://db.example:6432/my%20db",
+        {
+            "user": "eo",
+            "password": "s3cr=t",
+            "sslmode": "verify-full",
+            "sslrootcert": "/etc/ca.pem",
+            "connectTimeout": "4",
+            "socketTimeout": "120",
+            "tcpKeepAlive": "true",
+            "ApplicationName": "eo-writer",
+        },
+    )
+    url = jdbc_target("postgresql://eo@[::1]:5433/ledger")
+    assert isinstance(url, JdbcTarget) and url.url == "jdbc:postgresql://[::1]:5433/ledger"
+    assert url.properties["sslmode"] == "prefer" and "password" not in url.properties
+
+
+@pytest.mark.usefixtures("libpq_free_env")
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        ("host=/var/run/postgresql dbname=d", "not one TCP host"),
+        ("dbname=d", "not one TCP host"),
+        ("host=a,b dbname=d", "not one TCP host"),
+        ("service=ledger", "sets service"),
+        ("host=db sslcert=/c.pem sslkey=/k.pem", "sets sslcert, sslkey"),
+        ("host=db target_session_attrs=read-write", "sets target_session_attrs"),
+        ("host=db port=5432,5433", "not one port"),
+    ],
+)
+def test_a_dsn_pgjdbc_would_read_otherwise_keeps_the_python_writer(dsn: str, reason: str) -> None:
+    target = jdbc_target(dsn)
+
+    assert isinstance(target, str) and reason in target
+
+
+def test_libpq_environment_and_a_password_file_keep_the_python_writer(
+    libpq_free_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(jdbc_target("host=db user=eo"), JdbcTarget)
+    (libpq_free_env / ".pgpass").write_text("db:5432:*:eo:secret\n")
+    assert jdbc_target("host=db user=eo") == (
+        "the password would come from ~/.pgpass, which pgJDBC does not read"
+    )
+    assert isinstance(jdbc_target("host=db user=eo password=given"), JdbcTarget)
+    monkeypatch.setenv("PGSSLMODE", "require")
+    assert jdbc_target("host=db user=eo password=given") == (
+        "libpq reads PGSSLMODE from the environment; pgJDBC would not"
+    )
