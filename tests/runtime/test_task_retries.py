@@ -53,3 +53,37 @@ spec:
         ).fetchone()
     assert rows == {k: 160 + k for k in range(40)}
     assert left == (0,)
+
+
+def test_a_jvm_writer_task_that_fails_after_prepare_is_retried_and_its_attempt_rolled_back(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """Append through the JVM writer into a table with a unique key: the failed attempt's
+    prepared rows would hold their key locks until the retry timed out, so the retry passing
+    shows the sweep rolled the attempt back by its gid (partition, task attempt id)."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.orders (order_id bigint PRIMARY KEY, merchant text, "
+            "amount_cents bigint)"
+        )
+    truth = harness.write_files(
+        tmp_path / "in", files=2, per_file=100, start=1, malformed_every=999
+    )
+    spec = harness.files_pipeline(tmp_path)
+    fault = {
+        "EO_FAULT_POINT": "after-some-prepared",
+        "EO_FAULT_ACTION": "raise",
+        "EO_FAULT_BATCH": "0",
+    }
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == 0, out
+    assert "fault injected at after-some-prepared of batch 0" in out, out
+    assert "failed: rolled-back" in out, out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    assert [e["path"] for e in events if e["event"] == "writer"] == ["jvm"]
+    harness.assert_exact(pg_dsn, truth)
+    with psycopg.connect(pg_dsn) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
+        ).fetchone()
+    assert left == (0,)

@@ -215,7 +215,8 @@ class JvmWriter:
         gid = task.gid(0, 0)
         return {
             "url": self.target.url,
-            "properties": self.target.properties,
+            # The writer's own connect timeout wins over the DSN's, as in the Python task.
+            "properties": {**self.target.properties, "connectTimeout": str(writer.connect_timeout)},
             "copySql": writer.copy_statement(table, "(FORMAT binary)").as_string(),
             "table": table.as_string(),
             "columns": list(writer.columns),

@@ -35,7 +35,7 @@ MANAGED_SPARK = {
     "spark.speculation": "speculative writer attempts would prepare twice for nothing",
     "spark.pyspark.python": "writer tasks must run eo's own Python",
     "spark.pyspark.driver.python": "the driver runs eo's own Python",
-    "spark.jars": "eo adds the connector jars the source and checkpoint need",
+    "spark.jars": "eo adds its JVM writer and the connector jars the source and checkpoint need",
 }
 MANAGED_SPARK_PREFIXES = {
     "spark.kubernetes.": "eo builds the driver and executor pods from spec.driver and "
