@@ -289,3 +289,5 @@ def test_the_job_image_runs_a_files_pipeline_into_postgres_exactly(
     assert "Tini is not running as PID 1" not in out, "tini reaps as a subreaper (-s)"
     assert harness.assert_exact(pg_dsn, truth).rows == 120
     assert '"event": "batch"' in out
+    # The writer tasks ran in the JVM: the image's writer jar (EO_WRITER_JARS) was found.
+    assert '"event": "writer", "sink": "orders", "path": "jvm"' in out, out
