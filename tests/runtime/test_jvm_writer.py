@@ -261,17 +261,62 @@ def test_the_after_some_prepared_fault_fails_the_first_task_after_its_prepare(
         conn.execute(f"ROLLBACK PREPARED '{prepared[0][0]}'")
 
 
-def test_an_upsert_sink_keeps_the_python_writer() -> None:
-    writer = PostgresWriter(
-        dsn="postgresql://u@db:5432/d",
-        table="public.t",
-        columns=("k",),
-        mode="upsert",
-        key_columns=("k",),
-    )
+UPSERT_BATCHES = (
+    # (id, balance, version): duplicate keys in a batch, NULL versions, equal versions.
+    "(1, 10, 1), (1, 11, 2), (2, 20, NULL), (3, 30, 5), (3, 31, 5), (4, 40, 1)",
+    "(1, 12, 1), (2, 21, 1), (3, 32, 5), (4, 41, NULL), (5, 50, NULL), (5, 51, NULL)",
+)
 
-    assert JvmWriter.choose(writer, None) == "the sink's mode is upsert (the JVM writer appends)"
+
+def test_an_upsert_ends_as_the_python_writer_s_and_counts_the_rows_it_merged(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for table in ("accounts", "accounts_py"):
+            conn.execute(
+                f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, balance bigint, "
+                "version bigint)"
+            )
+            conn.execute(f"INSERT INTO public.{table} VALUES (4, 39, 0), (6, 60, 9)")
+        ensure_schema(conn)  # the staging tables live in schema eo
+    columns = ("id", "balance", "version")
+
+    def upsert(table: str) -> PostgresWriter:
+        return PostgresWriter(
+            dsn=pg_dsn,
+            table=f"public.{table}",
+            columns=columns,
+            mode="upsert",
+            key_columns=("id",),
+            version_column="version",
+        )
+
+    jvm = _jvm(upsert("accounts"))
+    merged = []
+    for values in UPSERT_BATCHES:
+        frame = spark.sql(
+            f"SELECT CAST(id AS BIGINT) id, CAST(balance AS BIGINT) balance, "
+            f"CAST(version AS BIGINT) version FROM VALUES {values} AS t(id, balance, version)"
+        ).coalesce(1)
+        results = jvm.run(frame, _task(jvm.writer, two_phase=False), list(columns))
+        assert results is not None
+        merged.append(results[0][2])
+        python = upsert("accounts_py")
+        ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, columns, 5)
+
+    table = _rows(pg_dsn, "SELECT * FROM accounts ORDER BY id")
+    assert table == _rows(pg_dsn, "SELECT * FROM accounts_py ORDER BY id")
+    assert table == [(1, 11, 2), (2, 21, 1), (3, 32, 5), (4, 40, 1), (5, 51, None), (6, 60, 9)]
+    # Keys merged: 1-4; then 2, 3 and 5 (1 and 4 kept by the version guard are not counted).
+    assert merged == [4, 3]
+    assert _rows(pg_dsn, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'stage%'") == [(0,)]
+
+
+def test_jvm_readiness_decides_before_anything_else() -> None:
+    writer = PostgresWriter(dsn="postgresql://u@db:5432/d", table="public.t", columns=("k",))
+
     assert JvmWriter.choose(writer, "not built") == "not built"
+    assert isinstance(JvmWriter.choose(writer, None), JvmWriter)
 
 
 @pytest.fixture

@@ -12,8 +12,9 @@ from tests.runtime import harness
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.parametrize("writer", ["jvm", "python"])
 def test_an_upsert_task_that_fails_after_prepare_is_retried_without_waiting_on_its_locks(
-    tmp_path: Path, pg_dsn: str
+    tmp_path: Path, pg_dsn: str, writer: str
 ) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(
@@ -41,11 +42,14 @@ spec:
         "EO_FAULT_POINT": "after-some-prepared",
         "EO_FAULT_ACTION": "raise",
         "EO_FAULT_BATCH": "0",
+        "EO_WRITER": "python" if writer == "python" else "auto",
     }
     code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
     assert code == 0, out
-    assert "InjectedFaultError" in out, out
+    assert "fault injected at after-some-prepared of batch 0" in out, out
     assert "failed: rolled-back" in out, out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    assert [e["path"] for e in events if e["event"] == "writer"] == [writer]
     with psycopg.connect(pg_dsn) as conn:
         rows = dict(conn.execute("SELECT id, balance FROM public.accounts").fetchall())
         left = conn.execute(

@@ -48,19 +48,17 @@ def _settings() -> dict[str, str]:
 
 def armed(point: str, batch_id: int | None = None) -> bool:
     """Whether the configured fault matches this point (and batch, if one is configured)."""
-    if point not in POINTS:
-        raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
-    return _matches(_settings(), point, batch_id)
+    return armed_action(point, batch_id) is not None
 
 
-def armed_action(point: str, batch_id: int) -> str | None:
+def armed_action(point: str, batch_id: int | None = None) -> str | None:
     """The action (kill, stop, raise) of the fault armed at ``point`` for this batch, or None.
 
-    For code that acts at the point itself in another process (eo's JVM writer tasks).
+    Also for code that acts at the point itself in another process (eo's JVM writer tasks).
     """
-    settings = _settings()
     if point not in POINTS:
         raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
+    settings = _settings()
     return settings.get("action", "kill") if _matches(settings, point, batch_id) else None
 
 

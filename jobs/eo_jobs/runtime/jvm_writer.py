@@ -6,14 +6,14 @@ hand-over (Spark's Arrow conversion, the worker reading the socket, the encoding
 what eo cost above Spark's own ``noop`` sink: a writer task that encodes the binary form in
 the JVM, straight from Spark's rows, wrote 723k rows/s where the same task in Python wrote
 539k (bench/README.md, 2026-11-27). ``jvm/writer`` is that task (``dev.eo.writer``), with the
-same transaction as the Python task (``runtime.task``): TimeZone UTC and lock_timeout, the rows,
-the dead letters in the same transaction, the marker, PREPARE under the same gid.
+same transaction as the Python task (``runtime.task``): TimeZone UTC and lock_timeout, the rows
+(an upsert's through a staging table of the task's own, merged by ``PostgresWriter``'s
+statements), the dead letters in the same transaction, the marker, PREPARE under the same gid.
 
 It is used for a sink when everything it needs holds, else the sink keeps the Python writer
 and the driver says why (event ``writer``):
 
 - its jar was built (``scripts/build-writer.sh``, run by ``./dev setup``; the job image has it);
-- the sink appends (an upsert stages and merges through the Python writer);
 - the sink's DSN can be said to pgJDBC exactly (``jdbc_target``: one TCP host, no libpq
   environment variables or password file the JDBC driver would not read the same way);
 - per batch, every written column has a binary form its target column's type reads as is
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 import psycopg
+from psycopg import sql
 from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
@@ -47,11 +47,11 @@ from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON, column_types
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 
-log = logging.getLogger("eo.writer")
-
 ENTRY = "dev.eo.writer.PreparedCopy"
 UNFIT = "unfit\t"
 """The first line of the writer's answer when the frame has a column it cannot carry."""
+STAGE = "@@STAGE@@"
+"""Stands for the suffix of an upsert task's staging table name (``dev.eo.writer.Spec.STAGE``)."""
 SOCKET_TIMEOUT_SECONDS = 120
 """pgJDBC sets no TCP keepalive timing (the system's default notices a vanished peer after
 two hours); a task that hears nothing from its server for this long fails instead. It waits
@@ -179,8 +179,6 @@ class JvmWriter:
         """
         if jvm_ready is not None:
             return jvm_ready
-        if writer.mode != "append":
-            return f"the sink's mode is {writer.mode} (the JVM writer appends)"
         target = jdbc_target(writer.dsn)
         if isinstance(target, str):
             return target
@@ -217,7 +215,7 @@ class JvmWriter:
             "url": self.target.url,
             # The writer's own connect timeout wins over the DSN's, as in the Python task.
             "properties": {**self.target.properties, "connectTimeout": str(writer.connect_timeout)},
-            "copySql": writer.copy_statement(table, "(FORMAT binary)").as_string(),
+            **self._statements(),
             "table": table.as_string(),
             "columns": list(writer.columns),
             "targetTypes": self.target_types(),
@@ -234,6 +232,26 @@ class JvmWriter:
             "reopenSeconds": REOPEN_SECONDS,
             "fault": armed_action("after-some-prepared", task.batch_id),
             "driverPid": task.driver_pid,
+        }
+
+    def _statements(self) -> dict[str, str | None]:
+        """The COPY of an append; an upsert's too, into a stage of each task's own."""
+        writer = self.writer
+        if writer.mode == "append":
+            copy = writer.copy_statement(table_identifier(writer.table), "(FORMAT binary)")
+            return {
+                "copySql": copy.as_string(),
+                "stageSql": None,
+                "mergeSql": None,
+                "dropSql": None,
+            }
+        stage = sql.Identifier("eo", f"stage_{STAGE}")
+        create, merge, drop = writer.upsert_statements(stage)
+        return {
+            "copySql": writer.copy_statement(stage, "(FORMAT binary)").as_string(),
+            "stageSql": create.as_string(),
+            "mergeSql": merge.as_string(),
+            "dropSql": drop.as_string(),
         }
 
     def target_types(self) -> dict[str, str]:

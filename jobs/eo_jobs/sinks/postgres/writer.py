@@ -153,23 +153,29 @@ class PostgresWriter:
         return statement + sql.SQL(" " + options) if options else statement
 
     def _upsert(self, conn: psycopg.Connection[Any], feed: Feed, options: str) -> int:
-        """COPY into a staging table, merge it into the target, drop it; rows merged.
+        """COPY into a staging table, merge it into the target, drop it; rows merged."""
+        stage = sql.Identifier("eo", f"stage_{uuid.uuid4().hex}")
+        create, merge, drop = self.upsert_statements(stage)
+        conn.execute(create)
+        feed(conn, self.copy_statement(stage, options))
+        merged = conn.execute(merge).rowcount
+        conn.execute(drop)
+        return merged
+
+    def upsert_statements(
+        self, stage: sql.Identifier
+    ) -> tuple[sql.Composed, sql.Composed, sql.Composed]:
+        """Create ``stage``, merge it into the target, drop it: an upsert around its COPY.
 
         The staging table is UNLOGGED and dropped in the same transaction (PostgreSQL refuses
         to PREPARE a transaction that touched a *temporary* table, not an unlogged one). Its
         identity column keeps the input order, so "the later row wins among equal versions"
         means the same in one batch as across batches.
         """
-        stage = sql.Identifier("eo", f"stage_{uuid.uuid4().hex}")
-        conn.execute(
-            sql.SQL(
-                "CREATE UNLOGGED TABLE {} (LIKE {}, {} bigint GENERATED ALWAYS AS IDENTITY)"
-            ).format(stage, table_identifier(self.table), sql.Identifier(ORDINAL))
-        )
-        feed(conn, self.copy_statement(stage, options))
-        merged = conn.execute(self._merge_sql(stage)).rowcount
-        conn.execute(sql.SQL("DROP TABLE {}").format(stage))
-        return merged
+        create = sql.SQL(
+            "CREATE UNLOGGED TABLE {} (LIKE {}, {} bigint GENERATED ALWAYS AS IDENTITY)"
+        ).format(stage, table_identifier(self.table), sql.Identifier(ORDINAL))
+        return create, self._merge_sql(stage), sql.SQL("DROP TABLE {}").format(stage)
 
     def _merge_sql(self, stage: sql.Identifier) -> sql.Composed:
         updates = [c for c in self.columns if c not in self.key_columns]

@@ -13,6 +13,8 @@ import java.util.Map;
  */
 public final class Spec implements Serializable {
   private static final long serialVersionUID = 1L;
+  /** Stands for the task's own staging table name suffix in an upsert's statements. */
+  public static final String STAGE = "@@STAGE@@";
   private static final ObjectMapper JSON =
       new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
 
@@ -20,8 +22,13 @@ public final class Spec implements Serializable {
   public String url;
   /** pgJDBC connection properties: user, password, sslmode, timeouts. */
   public Map<String, String> properties;
-  /** {@code COPY table (columns) FROM STDIN (FORMAT binary)}. */
+  /** {@code COPY table (columns) FROM STDIN (FORMAT binary)}; for an upsert, into the stage. */
   public String copySql;
+  /** An upsert's staging table: create it, merge it into the table, drop it (null: append).
+   * These and {@link #copySql} name the stage with {@link #STAGE}, which each task replaces. */
+  public String stageSql;
+  public String mergeSql;
+  public String dropSql;
   /** The target table as {@code regclass} text, for the column type check. */
   public String table;
   /** The written columns, in the frame's order (its first {@code columns.size()} fields). */

@@ -12,6 +12,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.regex.Pattern;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
@@ -65,7 +66,11 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
       checkTypes(conn);
       CopyManager copy = conn.unwrap(PGConnection.class).getCopyAPI();
       List<String[]> deadLetters = new ArrayList<>();
-      count = copyRows(copy, rows, deadLetters);
+      if (spec.stageSql == null) {
+        count = copyRows(copy, spec.copySql, rows, deadLetters);
+      } else {
+        count = upsert(conn, copy, rows, deadLetters);
+      }
       dead = deadLetters.size();
       if (dead > 0) {
         copyDeadLetters(copy, deadLetters);
@@ -114,10 +119,28 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
     }
   }
 
-  private long copyRows(CopyManager copy, Iterator<InternalRow> rows, List<String[]> deadLetters)
+  /**
+   * An upsert: the rows into a staging table of this task's own, merged into the target with
+   * one statement, the stage dropped, as {@code PostgresWriter._upsert} does; rows merged.
+   */
+  private long upsert(
+      Connection conn, CopyManager copy, Iterator<InternalRow> rows, List<String[]> deadLetters)
+      throws SQLException {
+    String stage = UUID.randomUUID().toString().replace("-", "");
+    try (Statement statement = conn.createStatement()) {
+      statement.execute(spec.stageSql.replace(Spec.STAGE, stage));
+      copyRows(copy, spec.copySql.replace(Spec.STAGE, stage), rows, deadLetters);
+      long merged = statement.executeLargeUpdate(spec.mergeSql.replace(Spec.STAGE, stage));
+      statement.execute(spec.dropSql.replace(Spec.STAGE, stage));
+      return merged;
+    }
+  }
+
+  private long copyRows(
+      CopyManager copy, String copySql, Iterator<InternalRow> rows, List<String[]> deadLetters)
       throws SQLException {
     BinaryRows out = new BinaryRows(FLUSH_BYTES + (FLUSH_BYTES >> 2));
-    CopyIn in = copy.copyIn(spec.copySql);
+    CopyIn in = copy.copyIn(copySql);
     long count = 0;
     try {
       out.header();
