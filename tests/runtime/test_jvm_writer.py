@@ -79,6 +79,15 @@ def _task(
     )
 
 
+def _ids(dsn: str, *, markers: bool) -> PostgresWriter:
+    """Table ``public.ids (id bigint)`` (and eo's schema, for markers) and its writer."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ids (id bigint)")
+        if markers:
+            ensure_schema(conn)
+    return PostgresWriter(dsn=dsn, table="public.ids", columns=("id",))
+
+
 def _jvm(writer: PostgresWriter) -> JvmWriter:
     chosen = JvmWriter.choose(writer, None)
     assert isinstance(chosen, JvmWriter), chosen
@@ -139,10 +148,7 @@ def test_every_kind_lands_value_for_value_as_the_python_writer_stores_it(
 def test_each_task_prepares_its_participant_under_its_gid_with_its_marker(
     spark: SparkSession, pg_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.ids (id bigint)")
-        ensure_schema(conn)
-    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    writer = _ids(pg_dsn, markers=True)
     task = _task(writer, two_phase=True)
 
     results = _jvm(writer).run(spark.range(0, 1000, numPartitions=2), task, ["id"])
@@ -227,9 +233,7 @@ def test_a_column_without_a_binary_form_leaves_the_batch_to_the_python_writer(
 def test_a_target_column_changed_after_the_driver_read_its_type_fails_the_task_naming_it(
     spark: SparkSession, pg_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.ids (id bigint)")
-    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    writer = _ids(pg_dsn, markers=False)
     jvm = _jvm(writer)
     assert jvm.run(spark.range(0, 3, numPartitions=1), _task(writer, two_phase=False), ["id"])
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -244,10 +248,7 @@ def test_a_target_column_changed_after_the_driver_read_its_type_fails_the_task_n
 def test_the_after_some_prepared_fault_fails_the_first_task_after_its_prepare(
     spark: SparkSession, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.ids (id bigint)")
-        ensure_schema(conn)
-    writer = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    writer = _ids(pg_dsn, markers=True)
     monkeypatch.setenv("EO_FAULT_POINT", "after-some-prepared")
     monkeypatch.setenv("EO_FAULT_BATCH", "5")
     monkeypatch.setenv("EO_FAULT_ACTION", "raise")

@@ -83,11 +83,8 @@ def crash_point(
     ``EO_FAULT_ACTION=raise`` it raises ``InjectedFaultError`` on the ``first_attempt`` only,
     so a retry gets through.
     """
-    if point not in POINTS:
-        raise ValueError(f"unknown crash point {point!r}; known: {', '.join(POINTS)}")
-    settings = _settings()
-    if _matches(settings, point, batch_id):
-        action = settings.get("action", "kill")
+    action = armed_action(point, batch_id)
+    if action is not None:
         if action == "raise":
             if first_attempt:
                 raise InjectedFaultError(f"fault injected at {point} of batch {batch_id}")

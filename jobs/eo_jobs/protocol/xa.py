@@ -143,14 +143,17 @@ class PreparedTransactions(LazyConnection):
         return cur.rowcount
 
 
+MARKER_SQL = (
+    "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, %s, %s)"
+)
+"""The participant's marker; the JVM writer's tasks insert it with the same text."""
+
+
 def write_marker(
     conn: psycopg.Connection[Any], gid: str, pipeline: str, batch_id: int, rows: int
 ) -> None:
     """Insert the participant's marker inside its (about to be prepared) transaction."""
-    conn.execute(
-        "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, %s, %s)",
-        (gid, pipeline, batch_id, rows),
-    )
+    conn.execute(MARKER_SQL, (gid, pipeline, batch_id, rows))
 
 
 def prepare(conn: psycopg.Connection[Any], gid: str) -> None:

@@ -26,6 +26,7 @@ the statements as bind parameters in the tasks.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import json
 import os
@@ -42,10 +43,11 @@ from pyspark.sql import DataFrame, SparkSession
 from eo_jobs import logs
 from eo_jobs.protocol.connection import REOPEN_SECONDS, connect_patiently, with_keepalives
 from eo_jobs.protocol.faults import armed_action
+from eo_jobs.protocol.xa import MARKER_SQL
 from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
-from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON, column_types
-from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
+from eo_jobs.sinks.postgres.arrow_copy import COLUMN_TYPES_SQL, DL_RAW, DL_REASON, column_types
+from eo_jobs.sinks.postgres.writer import SESSION_SQL, PostgresWriter, table_identifier
 
 ENTRY = "dev.eo.writer.PreparedCopy"
 UNFIT = "unfit\t"
@@ -162,6 +164,11 @@ def jdbc_target(dsn: str) -> JdbcTarget | str:
     return JdbcTarget(f"jdbc:postgresql://{bracketed}:{port}/{quote(dbname, safe='')}", properties)
 
 
+def _jdbc(statement: str) -> str:
+    """A psycopg statement with JDBC's parameter markers."""
+    return statement.replace("%s", "?")
+
+
 @dataclass
 class JvmWriter:
     """One sink's writer tasks in the JVM, for every batch of a driver's query."""
@@ -207,17 +214,11 @@ class JvmWriter:
         return results
 
     def _spec(self, task: WriterTask, columns: list[str]) -> dict[str, Any]:
-        writer = self.writer
-        table = table_identifier(writer.table)
+        """The batch's spec: the sink's part (composed once) and the batch's own."""
         dead = task.dead_letters
         gid = task.gid(0, 0)
         return {
-            "url": self.target.url,
-            # The writer's own connect timeout wins over the DSN's, as in the Python task.
-            "properties": {**self.target.properties, "connectTimeout": str(writer.connect_timeout)},
-            **self._statements(),
-            "table": table.as_string(),
-            "columns": list(writer.columns),
+            **self._sink_spec,
             "targetTypes": self.target_types(),
             "reasonIndex": columns.index(DL_REASON) if DL_REASON in columns else -1,
             "rawIndex": columns.index(DL_RAW) if DL_RAW in columns else -1,
@@ -228,30 +229,47 @@ class JvmWriter:
             "twoPhase": task.two_phase,
             "pipeline": task.pipeline,
             "batchId": task.batch_id,
-            "lockTimeoutMs": writer.lock_timeout_ms,
-            "reopenSeconds": REOPEN_SECONDS,
             "fault": armed_action("after-some-prepared", task.batch_id),
             "driverPid": task.driver_pid,
         }
 
-    def _statements(self) -> dict[str, str | None]:
-        """The COPY of an append; an upsert's too, into a stage of each task's own."""
+    @functools.cached_property
+    def _sink_spec(self) -> dict[str, Any]:
+        """What every batch's spec of the sink holds alike: where, and the SQL to run there.
+
+        The statements the Python writer runs too are its own texts (one definition each),
+        with JDBC's ``?`` for psycopg's ``%s``.
+        """
         writer = self.writer
+        table = table_identifier(writer.table)
         if writer.mode == "append":
-            copy = writer.copy_statement(table_identifier(writer.table), "(FORMAT binary)")
-            return {
-                "copySql": copy.as_string(),
+            statements: dict[str, str | None] = {
+                "copySql": writer.copy_statement(table, "(FORMAT binary)").as_string(),
                 "stageSql": None,
                 "mergeSql": None,
                 "dropSql": None,
             }
-        stage = sql.Identifier("eo", f"stage_{STAGE}")
-        create, merge, drop = writer.upsert_statements(stage)
+        else:
+            stage = sql.Identifier("eo", f"stage_{STAGE}")
+            create, merge, drop = writer.upsert_statements(stage)
+            statements = {
+                "copySql": writer.copy_statement(stage, "(FORMAT binary)").as_string(),
+                "stageSql": create.as_string(),
+                "mergeSql": merge.as_string(),
+                "dropSql": drop.as_string(),
+            }
         return {
-            "copySql": writer.copy_statement(stage, "(FORMAT binary)").as_string(),
-            "stageSql": create.as_string(),
-            "mergeSql": merge.as_string(),
-            "dropSql": drop.as_string(),
+            "url": self.target.url,
+            # The writer's own connect timeout wins over the DSN's, as in the Python task.
+            "properties": {**self.target.properties, "connectTimeout": str(writer.connect_timeout)},
+            **statements,
+            "sessionSql": _jdbc(SESSION_SQL),
+            "typesSql": _jdbc(COLUMN_TYPES_SQL),
+            "markerSql": _jdbc(MARKER_SQL),
+            "table": table.as_string(),
+            "columns": list(writer.columns),
+            "lockTimeoutMs": writer.lock_timeout_ms,
+            "reopenSeconds": REOPEN_SECONDS,
         }
 
     def target_types(self) -> dict[str, str]:

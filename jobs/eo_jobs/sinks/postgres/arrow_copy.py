@@ -133,13 +133,16 @@ def python_rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         yield from zip(*(_python_values(column) for column in batch.columns), strict=True)
 
 
+COLUMN_TYPES_SQL = (
+    "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+    "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+)
+"""``(column, pg_type.typname)`` of a table given as ``regclass`` text."""
+
+
 def column_types(conn: psycopg.Connection[Any], table: str) -> dict[str, str]:
     """``{column: pg_type.typname}`` of ``table`` (``schema.table``) as the server sees it now."""
-    rows = conn.execute(
-        "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped",
-        (table_identifier(table).as_string(conn),),
-    ).fetchall()
+    rows = conn.execute(COLUMN_TYPES_SQL, (table_identifier(table).as_string(conn),)).fetchall()
     return {str(name): str(kind) for name, kind in rows}
 
 

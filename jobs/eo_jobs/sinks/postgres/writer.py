@@ -39,6 +39,8 @@ ORDINAL = "_eo_ordinal"
 Feed = Callable[[psycopg.Connection[Any], sql.Composed], int]
 """Runs the COPY statement it is given and returns the rows it copied."""
 
+SESSION_SQL = "SELECT set_config('lock_timeout', %s, true), set_config('TimeZone', 'UTC', true)"
+"""The writer transaction's settings (lock_timeout in ms); the JVM writer runs the same text."""
 LOCK_TIMEOUT_MS = 30_000
 """A writer blocked this long (e.g. on a zombie's prepared lock) fails instead of hanging."""
 
@@ -133,10 +135,7 @@ class PostgresWriter:
         with connect_patiently(
             with_keepalives(self.dsn), REOPEN_SECONDS, connect_timeout=self.connect_timeout
         ) as conn:
-            conn.execute(
-                "SELECT set_config('lock_timeout', %s, true), set_config('TimeZone', 'UTC', true)",
-                (str(self.lock_timeout_ms),),
-            )
+            conn.execute(SESSION_SQL, (str(self.lock_timeout_ms),))
             count = body(conn)
             if gid is None:
                 conn.commit()

@@ -29,6 +29,12 @@ public final class Spec implements Serializable {
   public String stageSql;
   public String mergeSql;
   public String dropSql;
+  /** The transaction's settings; parameter: lock_timeout in ms ({@code SESSION_SQL}). */
+  public String sessionSql;
+  /** The table's (column, typname) rows; parameter: the table ({@code COLUMN_TYPES_SQL}). */
+  public String typesSql;
+  /** The participant's marker; parameters: gid, pipeline, batch, rows ({@code MARKER_SQL}). */
+  public String markerSql;
   /** The target table as {@code regclass} text, for the column type check. */
   public String table;
   /** The written columns, in the frame's order (its first {@code columns.size()} fields). */

@@ -31,12 +31,6 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
   private static final long serialVersionUID = 1L;
   private static final int FLUSH_BYTES = 1 << 20;
   private static final Pattern GID = Pattern.compile("[a-z0-9:-]{1,199}");
-  /** The marker row, as {@code eo_jobs.protocol.xa.write_marker} inserts it. */
-  private static final String MARKER_SQL =
-      "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (?, ?, ?, ?)";
-  private static final String TYPES_SQL =
-      "SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-          + "WHERE a.attrelid = ?::regclass AND a.attnum > 0 AND NOT a.attisdropped";
 
   private final Spec spec;
   private final Kind[] kinds;
@@ -57,9 +51,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
     int dead;
     try (Connection conn = Connections.open(spec)) {
       conn.setAutoCommit(false);
-      try (PreparedStatement set =
-          conn.prepareStatement(
-              "SELECT set_config('lock_timeout', ?, true), set_config('TimeZone', 'UTC', true)")) {
+      try (PreparedStatement set = conn.prepareStatement(spec.sessionSql)) {
         set.setString(1, Integer.toString(spec.lockTimeoutMs));
         set.execute();
       }
@@ -76,7 +68,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
         copyDeadLetters(copy, deadLetters);
       }
       if (spec.twoPhase) {
-        try (PreparedStatement marker = conn.prepareStatement(MARKER_SQL)) {
+        try (PreparedStatement marker = conn.prepareStatement(spec.markerSql)) {
           marker.setString(1, gid);
           marker.setString(2, spec.pipeline);
           marker.setLong(3, spec.batchId);
@@ -99,7 +91,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
   /** The target's column types must still be the ones the driver chose binary COPY for. */
   private void checkTypes(Connection conn) throws SQLException {
     Map<String, String> found = new HashMap<>();
-    try (PreparedStatement query = conn.prepareStatement(TYPES_SQL)) {
+    try (PreparedStatement query = conn.prepareStatement(spec.typesSql)) {
       query.setString(1, spec.table);
       try (ResultSet rs = query.executeQuery()) {
         while (rs.next()) {
