@@ -90,6 +90,36 @@ def test_a_batch_with_a_malformed_record_is_read_again_and_clean_input_goes_back
     assert rereads == [(2, "failed", 1), (3, "skipped", 1), (4, "skipped", 1)], out
 
 
+def test_a_batch_read_again_after_the_source_log_ran_ahead_of_the_offsets_reads_its_own_files(
+    work: Path, pg_dsn: str
+) -> None:
+    """Spark's file source logs the files it found (``sources/0/K``) before the query logs the
+    batch's offsets; a driver killed between the two leaves an entry no batch got, and the next
+    batch covers two entries. Its re-read must read both (F1 of the second protocol audit):
+    reading entry N for batch N lost the new file's rows and dead letter."""
+    harness.create_table(pg_dsn)
+    spec = harness.files_pipeline(work, per_trigger=1)
+    truth = harness.write_files(work / "in", files=1, per_file=50, malformed_every=999)
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == 0, out
+    # The killed driver's trace: b logged as source entry 1, no offsets/1.
+    b = harness.write_files(work / "in", files=1, per_file=50, start=50, malformed_every=999)
+    (path,) = (work / "in").glob("part-000050-*.json")
+    entry = {"path": path.as_uri(), "timestamp": path.stat().st_mtime_ns // 1_000_000, "batchId": 1}
+    (work / "checkpoint" / "sources" / "0" / "1").write_text(f"v1\n{json.dumps(entry)}")
+    assert not (work / "checkpoint" / "offsets" / "1").exists()
+    c = harness.write_files(work / "in", files=1, per_file=50, start=100, malformed_every=120)
+    assert c.malformed == 1
+    truth.valid.update(b.valid | c.valid)
+    truth.malformed += c.malformed
+    code, out = harness.run(spec, 2, pg_dsn)
+    assert code == 0, out
+    events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
+    rereads = [(e["batch"], e["first_read"], e["files"]) for e in events if e["event"] == "reread"]
+    assert rereads[0] == (1, "failed", 2), out
+    harness.assert_exact(pg_dsn, truth)
+
+
 def _first_run_with_fault(
     work: Path, dsn: str, fault: dict[str, str]
 ) -> tuple[harness.Truth, Path, int, str]:

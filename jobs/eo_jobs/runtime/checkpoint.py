@@ -70,21 +70,49 @@ class CheckpointLog:
     def source_files(self, batch_id: int) -> list[str]:
         """The files (URIs) the query's file source read in ``batch_id``, as Spark logged them.
 
-        Spark logs them before the batch runs, one JSON entry per file after a version line, in
-        ``sources/0/N``; every ``compactInterval``-th log is ``N.compact`` instead, holding the
-        entries of every batch so far, each with its ``batchId``. The format is the checkpoint's
-        own, so it stays readable across Spark versions.
+        The file source numbers a log of its own (``sources/0/K``, one JSON entry per file after
+        a version line; every ``compactInterval``-th log is ``K.compact`` instead, holding every
+        entry so far, each with its ``batchId`` K). It logs entry K as soon as it finds new
+        files, before the query writes ``offsets/N``, so a driver killed between the two leaves
+        an entry no query batch got, and query batch N then reads more than one entry. The
+        entries of N are therefore those its offsets cover, as Spark's own ``getBatch`` reads
+        them: ``offsets(N-1).logOffset < K <= offsets(N).logOffset``. The format is the
+        checkpoint's own, so it stays readable across Spark versions.
         """
+        end = self._log_offset(batch_id)
+        if end is None:
+            raise UnreadableCheckpointError(
+                f"no offsets for batch {batch_id} in {self.location}/offsets: Spark logs them "
+                "before the batch runs, so its files cannot be named"
+            )
+        start = self._log_offset(batch_id - 1) if batch_id > 0 else -1
+        if start is None:
+            raise UnreadableCheckpointError(
+                f"no offsets for batch {batch_id - 1} in {self.location}/offsets: the files of "
+                f"batch {batch_id} start after them"
+            )
+        return [path for entry in range(start + 1, end + 1) for path in self._entry(entry)]
+
+    def _log_offset(self, batch_id: int) -> int | None:
+        """The file source's log offset Spark recorded as the end of ``batch_id``."""
+        offsets = self.offsets(batch_id)
+        if not offsets or not isinstance(offsets[0], dict) or "logOffset" not in offsets[0]:
+            return None
+        return int(offsets[0]["logOffset"])
+
+    def _entry(self, entry: int) -> list[str]:
+        """The files of the source log's entry ``entry`` (its own file, or a compacted one)."""
         folder = f"{self.location}/sources/0"
-        text = self._read(f"{folder}/{batch_id}")
+        text = self._read(f"{folder}/{entry}")
         if text is None:
-            text = self._read(f"{folder}/{batch_id}.compact")
+            text = self._read(f"{folder}/{entry}.compact")
         if text is None:
             raise UnreadableCheckpointError(
-                f"no file list for batch {batch_id} in {folder}: Spark logs it before the batch"
+                f"no file list for source log entry {entry} in {folder}: Spark logs it before "
+                "the batch that reads it"
             )
         entries = [json.loads(line) for line in text.splitlines()[1:] if line.strip()]
-        return [str(e["path"]) for e in entries if int(e["batchId"]) == batch_id]
+        return [str(e["path"]) for e in entries if int(e["batchId"]) == entry]
 
 
 def local_path(location: str) -> Path | None:
