@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
+from eo_jobs.protocol.identity import DatabaseKey, database_key
 from eo_jobs.protocol.xa import InDoubt, PreparedTransactions
 
 Stores = Mapping[str, PreparedTransactions] | Iterable[PreparedTransactions]
@@ -57,17 +56,16 @@ class RecoveryReport:
         }
 
 
-def database_of(dsn: str) -> tuple[str, str, str]:
-    """(host, port, database) of a DSN: what ``pg_prepared_xacts`` is scoped to."""
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    return (str(info.get("host", "")), str(info.get("port", "5432")), str(info.get("dbname", "")))
-
-
 def distinct(stores: Stores) -> list[PreparedTransactions]:
-    """One store per database (several sinks may share one, as the same or another role)."""
-    seen: dict[tuple[str, str, str], PreparedTransactions] = {}
+    """One store per database (several sinks may share one, as the same or another role).
+
+    Databases are told apart by what their server reports (``identity.database_key``), never
+    by the DSN's text: DSNs without a host (``service=``, ``hostaddr=``) would collapse two
+    databases into one, and the other's prepared transactions would never be resolved.
+    """
+    seen: dict[DatabaseKey, PreparedTransactions] = {}
     for store in stores.values() if isinstance(stores, Mapping) else stores:
-        seen.setdefault(database_of(store.dsn), store)
+        seen.setdefault(store.run(database_key), store)
     return list(seen.values())
 
 
