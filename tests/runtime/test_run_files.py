@@ -120,6 +120,31 @@ def test_a_batch_read_again_after_the_source_log_ran_ahead_of_the_offsets_reads_
     harness.assert_exact(pg_dsn, truth)
 
 
+def test_at_least_once_reads_a_batch_with_a_malformed_record_once_without_duplicates(
+    work: Path, pg_dsn: str
+) -> None:
+    """Without two-phase commit a writer task commits its own rows, so a first pass that fails
+    on another task's malformed record cannot be rolled back: reading the batch again wrote
+    those rows twice at every malformed record (P2-5 of the second protocol audit). A file
+    batch is then read with the corrupt-record column at once, in one pass."""
+    harness.create_table(pg_dsn)
+    # A small clean file whose task commits at once, and a long one malformed at its end.
+    truth = harness.write_files(work / "in", files=1, per_file=10, malformed_every=999)
+    late = harness.write_files(
+        work / "in", files=1, per_file=40_000, start=10, malformed_every=40_010
+    )
+    assert late.malformed == 1
+    truth.valid.update(late.valid)
+    truth.malformed = late.malformed
+    # Without a transform each writer task reads one file (a transform's union with the
+    # unparseable records hands every task a part of each file).
+    spec = harness.files_pipeline(work, per_trigger=2, guarantee="at-least-once")
+    spec.write_text("\n".join(x for x in spec.read_text().splitlines() if "transform:" not in x))
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)
+
+
 def _first_run_with_fault(
     work: Path, dsn: str, fault: dict[str, str]
 ) -> tuple[harness.Truth, Path, int, str]:
@@ -179,6 +204,7 @@ def test_a_phase_2_that_fails_in_the_background_fails_the_driver_and_loses_nothi
         "EO_FAULT_POINT": "after-spark-commit-log",
         "EO_FAULT_BATCH": str(batch),
         "EO_FAULT_ACTION": "raise",
+        "EO_PHASE_TWO_RETRY_SECONDS": "2",  # raised at every retry: give up soon
     }
     truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
     assert code == 1, f"{seen_by}: {out}"

@@ -165,11 +165,14 @@ class ForeachBatch:
         pass prepared is rolled back, nothing of it was decided, and the batch's files are
         read again with the record kept aside as a dead letter. After that, ``ReadPolicy``
         decides whether the next batches try the stream first or are read that way at once.
+        Without two-phase commit there is no first pass to try: its writer tasks commit their
+        own rows, so a pass failing on another task's record could not be rolled back and the
+        re-read would write those rows twice. Such a batch is read with the column at once.
         """
         ctx = self.ctx
         if ctx.reread is None:
             return self._written(df, query_id, batch_id)
-        if not self.read_policy.fast_first():
+        if not self.two_phase or not self.read_policy.fast_first():
             return self._read_again(query_id, batch_id, first_read="skipped", rolled_back=0)
         try:
             return self._written(df, query_id, batch_id)
