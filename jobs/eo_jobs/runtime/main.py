@@ -211,9 +211,11 @@ class Progress:
             self.metrics.failed()
 
 
-def _install_stop(query: Any, ctx: BatchContext) -> threading.Event:
-    """SIGTERM: stop at the next batch boundary, so no batch is cut in half needlessly."""
-    requested = threading.Event()
+def _install_stop(query: Any, ctx: BatchContext, requested: threading.Event) -> None:
+    """Stop at the next batch boundary once ``requested`` is set, so no batch is cut in half
+    needlessly: by SIGTERM, or by a phase 2 that gave up (``PhaseTwo.on_give_up``; on an idle
+    stream no next batch would ever raise its failure, so the query is stopped and the driver
+    exits non-zero for recovery to commit the batch)."""
 
     def stopper() -> None:
         requested.wait()
@@ -224,7 +226,6 @@ def _install_stop(query: Any, ctx: BatchContext) -> threading.Event:
 
     threading.Thread(target=stopper, name="eo-stop", daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: requested.set())
-    return requested
 
 
 def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int | None) -> int:
@@ -304,7 +305,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             processingTime=f"{spec.checkpoint.trigger_interval_seconds} seconds"
         )
     query = writer.start()
-    _install_stop(query, ctx)
+    _install_stop(query, ctx, stop)
     try:
         return _await(query, foreach, progress)
     finally:
@@ -335,6 +336,8 @@ def _await(query: Any, foreach: ForeachBatch, progress: Progress) -> int:
 
 def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
     """Exit code and one-line reason for a query that died (Spark wraps the real cause)."""
+    stop = threading.Event()
+    foreach.phase_two.on_give_up = lambda _failure: stop.set()
     if isinstance(failure, FencedError):
         print(f"eo: {failure}", file=sys.stderr)
         return EXIT_FENCED
