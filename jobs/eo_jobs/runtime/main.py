@@ -292,6 +292,8 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     listener = ProgressListener(metrics)
     spark.streams.addListener(listener)
     foreach = ForeachBatch(ctx)
+    stop = threading.Event()
+    foreach.phase_two.on_give_up = lambda _failure: stop.set()
     writer = (
         read_source(spark, spec, source_secrets)
         .writeStream.foreachBatch(foreach)
@@ -336,8 +338,6 @@ def _await(query: Any, foreach: ForeachBatch, progress: Progress) -> int:
 
 def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
     """Exit code and one-line reason for a query that died (Spark wraps the real cause)."""
-    stop = threading.Event()
-    foreach.phase_two.on_give_up = lambda _failure: stop.set()
     if isinstance(failure, FencedError):
         print(f"eo: {failure}", file=sys.stderr)
         return EXIT_FENCED
