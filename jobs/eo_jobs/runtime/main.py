@@ -106,15 +106,54 @@ def output_columns(spark: Any, pipeline: Pipeline) -> list[str]:
         raise StartupError(f"spec.transform.sql does not compile: {exc}") from exc
 
 
+DEAD_LETTER_DDL = (
+    "CREATE TABLE IF NOT EXISTS {} (pipeline text NOT NULL, batch_id bigint NOT NULL, "
+    "raw text, reason text NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now())"
+)
+
+
+def dead_letter_problems(conn: psycopg.Connection[Any], table: str) -> list[str]:
+    """Why this connection's role cannot use the dead-letter table (empty: it can).
+
+    eo owns that table and creates it on first use: a role needs INSERT on it when it exists,
+    and CREATE on its schema only when it does not. Each problem names the statements to run.
+    """
+    ident = table_identifier(table)
+    name = ident.as_string(conn)
+    schema = psycopg.sql.Identifier(table.partition(".")[0]).as_string(conn)
+    row = conn.execute(
+        """SELECT current_user, to_regclass(%(t)s) IS NOT NULL,
+                  CASE WHEN to_regclass(%(t)s) IS NOT NULL
+                       THEN has_table_privilege(to_regclass(%(t)s), 'INSERT') END,
+                  CASE WHEN to_regnamespace(%(s)s) IS NOT NULL
+                       THEN has_schema_privilege(to_regnamespace(%(s)s), 'CREATE') END""",
+        {"t": name, "s": schema},
+    ).fetchone()
+    assert row is not None
+    user, exists, can_insert, can_create = str(row[0]), bool(row[1]), row[2], row[3]
+    grant = f"GRANT INSERT ON {name} TO {psycopg.sql.Identifier(user).as_string(conn)}"
+    if exists:
+        return [] if can_insert else [f"dead-letter table {table}: no INSERT; run {grant}"]
+    if can_create:
+        return []
+    create = psycopg.sql.SQL(DEAD_LETTER_DDL.replace("IF NOT EXISTS ", "")).format(ident)
+    return [
+        f"dead-letter table {table} does not exist and {user} may not create it (no CREATE on "
+        f"schema {schema}); as an administrator run: {create.as_string(conn)}; {grant}"
+    ]
+
+
 def ensure_dead_letter_table(dsn: str, table: str) -> None:
-    """Create the dead-letter table if missing (eo owns it; data tables are the user's)."""
+    """Create the dead-letter table if missing (eo owns it; data tables are the user's).
+
+    ``CREATE TABLE IF NOT EXISTS`` checks CREATE on the schema before existence, so it runs
+    only when the table is missing: a role with INSERT on an existing table starts without
+    CREATE (docs/protocol.md, "Privileges"; ``check_sinks`` refused a role that can do neither).
+    """
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} (pipeline text NOT NULL, batch_id bigint NOT NULL, "
-                "raw text, reason text NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now())"
-            ).format(table_identifier(table))
-        )
+        name = table_identifier(table).as_string(conn)
+        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,):
+            conn.execute(psycopg.sql.SQL(DEAD_LETTER_DDL).format(table_identifier(table)))
 
 
 def writers_for(
@@ -135,7 +174,8 @@ def writers_for(
 
 
 def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) -> None:
-    """Refuse to start against a sink that cannot honour the guarantee."""
+    """Refuse to start against a sink that cannot honour the guarantee, or a dead-letter table
+    the driver's role can neither write nor create (it is written by the first sink's role)."""
     two_phase = pipeline.spec.guarantee == Guarantee.EXACTLY_ONCE
     problems: list[str] = []
     for sink in pipeline.spec.sinks:
@@ -149,6 +189,8 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) ->
                 two_phase=two_phase,
             ):
                 problems.append(f"sink {sink.name}: {problem}")
+    with psycopg.connect(dsns[pipeline.spec.sinks[0].name], autocommit=True) as conn:
+        problems.extend(dead_letter_problems(conn, pipeline.spec.dead_letter_table()))
     if problems:
         raise StartupError(
             f"refusing to start in {pipeline.spec.guarantee} mode:\n  " + "\n  ".join(problems),
