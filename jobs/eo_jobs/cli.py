@@ -140,8 +140,38 @@ def _sweep(args: argparse.Namespace) -> int:
     from eo_jobs.protocol.recovery import sweep
 
     _, bound = _bound(args)
+    _add_recorded_databases(bound)
     print(json.dumps(sweep(bound.control, bound.stores, bound.pipeline).as_json(), indent=2))
     return 0
+
+
+def _add_recorded_databases(bound: Any) -> None:
+    """Add the stores of databases the control database recorded for removed sinks.
+
+    ``eo recover`` and the operator reach them through ``Bound.claim``; the sweep must create
+    and record nothing, so it only reads the record (none without control tables) and resolves
+    each credential reference here. One it cannot resolve is named on stderr and skipped.
+    """
+    from eo_jobs.protocol import registry
+    from eo_jobs.protocol.xa import PreparedTransactions
+    from eo_jobs.sinks.postgres.credentials import MissingCredentialError, resolve_dsn
+    from eo_jobs.spec.models import CredentialRef
+
+    if not bound.control.has_control_tables():
+        return
+    for old in registry.recorded(bound.control, bound.pipeline):
+        if old.sink in bound.stores:
+            continue
+        try:
+            dsn = resolve_dsn(old.sink, CredentialRef.model_validate(old.dsn_ref))
+        except (MissingCredentialError, LookupError) as exc:
+            print(
+                f"eo: not swept: {old.label} (removed sink {old.sink}) is not reachable: {exc}",
+                file=sys.stderr,
+            )
+            continue
+        bound.stores[old.sink] = PreparedTransactions(dsn)
+        bound.dsns[old.sink] = dsn
 
 
 def _audit(args: argparse.Namespace) -> int:
