@@ -11,7 +11,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
 
@@ -131,9 +131,29 @@ def _recover(args: argparse.Namespace) -> int:
 
     _, bound = _bound(args)
     bound.claim()
-    report = recover(bound.control, bound.stores, bound.pipeline, args.epoch)
+    report = recover(bound.control, bound.stores, bound.pipeline, args.epoch, args.fence_owner)
     print(json.dumps(report.as_json(), indent=2))
     return 0 if report.left == 0 else 1
+
+
+def _release_fence(args: argparse.Namespace) -> int:
+    _, bound = _bound(args)
+    control = bound.control
+    fence = control.fence(bound.pipeline) if control.has_control_tables() else None
+    released = fence is not None and control.release_fence(bound.pipeline, args.owner)
+    shape = {
+        "pipeline": bound.pipeline,
+        "fence": None if fence is None else fence.epoch,
+        "owner": None if fence is None else fence.owner,
+        "released": released,
+    }
+    print(json.dumps(shape, indent=2))
+    if not released:
+        held = "no fence" if fence is None else f"the fence is owned by {fence.owner!r}"
+        print(f"eo: {args.owner!r} does not own the fence of {bound.pipeline} ({held})",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -231,8 +251,11 @@ def _crd(_args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from eo_jobs.protocol.control import FENCE_OWNER_ENV
     from eo_jobs.runtime.main import run_cli
 
+    if args.fence_owner:
+        os.environ[FENCE_OWNER_ENV] = args.fence_owner  # the driver's input, as on Kubernetes
     return run_cli(args)
 
 
@@ -309,6 +332,51 @@ def _leader_election_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _fence_commands(
+    command: Callable[..., argparse.ArgumentParser],
+    pipeline_file: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """``eo recover`` and ``eo release-fence``: the fence by hand."""
+    p = command(
+        "recover",
+        "fence to an epoch and resolve prepared transactions (prints a JSON summary)",
+        "Raise the sink fence of the pipeline to EPOCH (never lower), then commit every "
+        "prepared transaction named by a decision and roll back every other one left by older "
+        f"epochs. Exits 1 if some are left (see 'left'). {DSN_HELP}",
+    )
+    pipeline_file(p)
+    p.add_argument(
+        "--epoch",
+        type=_positive,
+        required=True,
+        help="new epoch: higher than any driver that may still be running (the pipeline's "
+        "eo.dev/epoch annotation plus one)",
+    )
+    p.add_argument(
+        "--fence-owner",
+        default=None,
+        metavar="OWNER",
+        help="also claim the fence for OWNER, for an `eo run --fence-owner OWNER` to follow "
+        "(refused while another writer owns it); without it the fence is only raised and "
+        "keeps its owner",
+    )
+    p.set_defaults(func=_recover)
+
+    p = command(
+        "release-fence",
+        "hand a pipeline's sink fence over: let go of it for a writer that is gone",
+        "Release the sink fence of the pipeline if OWNER holds it (its epoch stays), so the "
+        "pipeline's other writer (its object in another cluster, a restored object, waiting "
+        "with condition FenceOwned=False) takes it above that epoch. OWNER is the owner that "
+        "condition names (a pipeline object's UID). Stop that writer for good first: its "
+        "drivers are fenced as soon as the other one starts. Exits 1 if OWNER does not hold "
+        f"the fence. {DSN_HELP}",
+    )
+    pipeline_file(p)
+    p.add_argument("--owner", required=True, help="the owner to release the fence from")
+    p.set_defaults(func=_release_fence)
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -371,22 +439,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_validate)
 
-    p = command(
-        "recover",
-        "fence to an epoch and resolve prepared transactions (prints a JSON summary)",
-        "Raise the sink fence of the pipeline to EPOCH (never lower), then commit every "
-        "prepared transaction named by a decision and roll back every other one left by older "
-        f"epochs. Exits 1 if some are left (see 'left'). {DSN_HELP}",
-    )
-    pipeline_file(p)
-    p.add_argument(
-        "--epoch",
-        type=_positive,
-        required=True,
-        help="new epoch: higher than any driver that may still be running (the pipeline's "
-        "eo.dev/epoch annotation plus one)",
-    )
-    p.set_defaults(func=_recover)
+    _fence_commands(command, pipeline_file)
 
     p = command(
         "sweep",
@@ -448,6 +501,14 @@ def parser() -> argparse.ArgumentParser:
         help="pipeline file, - for stdin (default: the spec in $EO_PIPELINE_SPEC)",
     )
     p.add_argument("--epoch", type=_positive, required=True, help="fencing epoch of this driver")
+    p.add_argument(
+        "--fence-owner",
+        default=None,
+        metavar="OWNER",
+        help="the writer this driver runs for (default: $EO_FENCE_OWNER, which the operator "
+        "sets to the pipeline object's UID); without one the driver runs only under a fence "
+        "nobody owns",
+    )
     p.add_argument(
         "--available-now", action="store_true", help="process what is available, then exit 0"
     )

@@ -4,6 +4,11 @@ The decision row is the commit point of a batch. It is written in one short tran
 first updates the pipeline's fence row guarded by ``epoch = E``: the row lock serialises the
 decision with a concurrent fence raise, and zero rows updated means a newer epoch owns the
 pipeline. Pipeline and sink names are always bound parameters, never SQL text.
+
+The fence row also names its owner: the writer (an operator's pipeline object, by its UID, or
+whoever ``eo run --fence-owner`` names) whose drivers may run under it. Epochs order the
+drivers of one owner; the owner keeps two writers that share a database but not their
+bookkeeping (two clusters, a restored object) from both planning the same epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from eo_jobs.protocol.connection import LazyConnection
-from eo_jobs.protocol.errors import FencedError, FenceRegressionError
+from eo_jobs.protocol.errors import FencedError, FenceRegressionError, ProtocolError
 
 log = logging.getLogger("eo.control")
 
@@ -36,7 +41,13 @@ DDL = (
         """CREATE TABLE IF NOT EXISTS eo.fence (
         pipeline text PRIMARY KEY,
         epoch bigint NOT NULL CHECK (epoch > 0),
-        updated_at timestamptz NOT NULL DEFAULT clock_timestamp())""",
+        updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        owner text)""",
+    ),
+    (
+        # Added after the table: a database created by an older eo gets the column here.
+        "eo.fence.owner",
+        "ALTER TABLE eo.fence ADD COLUMN IF NOT EXISTS owner text",
     ),
     (
         "eo.decisions",
@@ -114,7 +125,11 @@ DDL = (
     ),
 )
 """Every object of schema ``eo`` with the statement that creates it (the last three are the
-registry of ``protocol.registry``)."""
+registry of ``protocol.registry``); a three-part name is a column added to an older table."""
+
+FENCE_OWNER_ENV = "EO_FENCE_OWNER"
+"""The driver's fence owner (the operator sets it to the pipeline object's UID; ``eo run
+--fence-owner`` sets it too). Unset, a driver runs only under a fence nobody owns."""
 
 STUCK_HOLDER_SECONDS = 5.0
 """A decision transaction holding the fence row this long is frozen, not slow."""
@@ -126,9 +141,13 @@ def _missing(conn: psycopg.Connection[Any]) -> list[str]:
     """Statements of the objects that do not exist yet."""
     names = [name for name, _ in DDL]
     row = conn.execute(
-        "SELECT array_agg(n) FROM unnest(%s::text[]) AS n "
-        "WHERE CASE WHEN n = 'eo' THEN to_regnamespace(n) IS NULL "
-        "ELSE to_regclass(n) IS NULL END",
+        """SELECT array_agg(n) FROM unnest(%s::text[]) AS n WHERE CASE
+           WHEN n = 'eo' THEN to_regnamespace(n) IS NULL
+           WHEN n LIKE '%%.%%.%%' THEN NOT EXISTS (
+             SELECT 1 FROM pg_attribute
+             WHERE attrelid = to_regclass(split_part(n, '.', 1) || '.' || split_part(n, '.', 2))
+               AND attname = split_part(n, '.', 3) AND NOT attisdropped)
+           ELSE to_regclass(n) IS NULL END""",
         (names,),
     ).fetchone()
     absent = set(row[0] or []) if row else set(names)
@@ -144,10 +163,19 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
     """
     if not _missing(conn):
         return
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
-        for statement in _missing(conn):
-            conn.execute(statement)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+            for statement in _missing(conn):
+                conn.execute(statement)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        missing = _missing(conn)
+        if not missing or not all(s.startswith("ALTER TABLE") for s in missing):
+            raise  # objects missing, not only columns: the bootstrap's usual privilege error
+        raise SchemaUpgradeError(
+            "the control schema was created by an older eo and lacks what this one records "
+            f"({str(exc).strip()}); run as the owner of schema eo's tables: " + "; ".join(missing)
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -181,6 +209,56 @@ class FenceChange:
 
     previous: int | None
     current: int
+    previous_owner: str | None = None
+
+
+@dataclass(frozen=True)
+class Fence:
+    """A pipeline's fence row: the epoch no older driver may decide below, and its owner.
+
+    ``owner`` None means nobody owns it: a row an older eo wrote, one raised only as a fence
+    (``eo recover``), or one its owner released (a deleted pipeline's finalizer).
+    """
+
+    epoch: int
+    owner: str | None
+
+
+class FenceTakenError(FenceRegressionError):
+    """A claim at the epoch another writer (or nobody) holds the fence at: go above it."""
+
+    def __init__(self, pipeline: str, epoch: int, owner: str | None) -> None:
+        super().__init__(pipeline, epoch, epoch)
+        self.args = (
+            f"the sink fence of {pipeline} is already at epoch {epoch}, raised by "
+            f"{'a writer that names no owner' if owner is None else repr(owner)}, which may "
+            f"run a driver with it: claim it with an epoch above {epoch}",
+        )
+
+
+class SchemaUpgradeError(ProtocolError):
+    """Schema ``eo`` lacks a column this version needs, and this role may not add it."""
+
+
+class ForeignFenceOwnerError(FencedError):
+    """The fence is owned by another writer: this one may not claim it or run under it.
+
+    A subclass of ``FencedError`` so that a driver refused here exits as fenced (75).
+    """
+
+    def __init__(
+        self, pipeline: str, epoch: int, fence: int, owner: str, claimant: str | None
+    ) -> None:
+        self.pipeline, self.epoch, self.fence = pipeline, epoch, fence
+        self.owner, self.claimant = owner, claimant
+        ProtocolError.__init__(
+            self,
+            f"the sink fence of {pipeline} (epoch {fence}) is owned by {owner!r}, not by "
+            f"{claimant!r}: another writer (a second cluster, a restored object, a manual run) "
+            f"runs this pipeline on the same database; refusing to run beside it. Hand over "
+            f"once {owner!r} is stopped: release it (`eo release-fence PIPELINE.yaml --owner "
+            f"{owner}`) or name it in the pipeline's eo.dev/adopt-fence annotation",
+        )
 
 
 def _terminate_holders(dsn: str, waiter: int) -> None:
@@ -188,16 +266,33 @@ def _terminate_holders(dsn: str, waiter: int) -> None:
 
     A frozen decision transaction waits for nothing; another raise of the same pipeline queued
     before ``waiter`` does (on the same holder), and is left to finish. Zero stands for a
-    prepared transaction, which has no backend.
+    prepared transaction, which has no backend. A decision waiting for synchronous
+    replication (wait event ``SyncRep``) is left too: it is already committed locally, and
+    ending it would make it visible without its standby having it, so a failover to that
+    standby could lose a decision whose participants a sink on another server keeps (the next
+    driver would replay the batch: a duplicate). The raise then waits for its lock timeout and
+    is retried; the standby is what needs fixing. (Seeing another role's wait event takes
+    ``pg_read_all_stats``, or being that role.)
     """
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
         rows = conn.execute(
-            """SELECT pid, pg_terminate_backend(pid) FROM unnest(pg_blocking_pids(%s)) AS pid
-               WHERE pid <> 0 AND cardinality(pg_blocking_pids(pid)) = 0""",
+            """SELECT b.pid, a.wait_event IS NOT DISTINCT FROM 'SyncRep' AS syncrep,
+                      CASE WHEN a.wait_event IS DISTINCT FROM 'SyncRep'
+                           THEN pg_terminate_backend(b.pid) END
+               FROM unnest(pg_blocking_pids(%s)) AS b(pid)
+               LEFT JOIN pg_stat_activity a ON a.pid = b.pid
+               WHERE b.pid <> 0 AND cardinality(pg_blocking_pids(b.pid)) = 0""",
             (waiter,),
         ).fetchall()
-    for pid, ended in rows:
-        if ended:
+    for pid, syncrep, ended in rows:
+        if syncrep:
+            log.warning(
+                "backend %s holds the fence row while it waits for synchronous replication: "
+                "not ending it (its decision would become visible without its standby); "
+                "check synchronous_standby_names and the standby",
+                pid,
+            )
+        elif ended:
             log.warning("terminated backend %s: it held the fence row too long", pid)
 
 
@@ -252,15 +347,35 @@ class ControlStore(LazyConnection):
 
     def fence_epoch(self, pipeline: str) -> int | None:
         """Current fence of a pipeline, or ``None`` before its first driver."""
+        fence = self.fence(pipeline)
+        return None if fence is None else fence.epoch
+
+    def fence(self, pipeline: str) -> Fence | None:
+        """The fence row of a pipeline (epoch and owner), or ``None`` before its first driver."""
         row = self.run(
             lambda conn: conn.execute(
-                "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
+                "SELECT epoch, owner FROM eo.fence WHERE pipeline = %s", (pipeline,)
             ).fetchone()
         )
-        return None if row is None else int(row[0])
+        return None if row is None else Fence(int(row[0]), row[1])
 
-    def raise_fence(self, pipeline: str, epoch: int) -> FenceChange:
+    def raise_fence(
+        self,
+        pipeline: str,
+        epoch: int,
+        owner: str | None = None,
+        *,
+        adopt_from: str | None = None,
+    ) -> FenceChange:
         """Raise the fence to ``epoch``; equal is a no-op, lower is refused.
+
+        With ``owner`` the raise also claims the fence for that writer, and is refused
+        (``ForeignFenceOwnerError``) while another writer owns it, unless ``adopt_from`` names
+        that writer: an explicit hand-over. Taking a fence from someone (an adoption, or a
+        fence nobody owns) needs an epoch strictly above it (``FenceRegressionError``
+        otherwise): that writer may have a driver at the fence's epoch. Without ``owner``
+        the raise only fences (``eo recover``, a deletion): it stops drivers, never starts
+        one, so anyone may do it; the owner stays.
 
         Waits for an in-flight decision transaction (it holds the row lock), so once this
         returns no driver with a lower epoch can decide any batch. A decision transaction that
@@ -270,9 +385,16 @@ class ControlStore(LazyConnection):
         """
         if epoch <= 0:
             raise ValueError("epoch must be positive")
-        return self.run(lambda conn: self._raise_fence(conn, pipeline, epoch))
+        return self.run(lambda conn: self._raise_fence(conn, pipeline, epoch, owner, adopt_from))
 
-    def _raise_fence(self, conn: psycopg.Connection[Any], pipeline: str, epoch: int) -> FenceChange:
+    def _raise_fence(
+        self,
+        conn: psycopg.Connection[Any],
+        pipeline: str,
+        epoch: int,
+        owner: str | None,
+        adopt_from: str | None,
+    ) -> FenceChange:
         with conn.transaction(), _terminating_stuck_holders(self.dsn, conn.info.backend_pid):
             # Serialise raises of one pipeline: FOR UPDATE locks nothing while the row does not
             # exist yet, and two first raises would both report "no previous fence".
@@ -281,19 +403,42 @@ class ControlStore(LazyConnection):
                 (pipeline,),
             )
             row = conn.execute(
-                "SELECT epoch FROM eo.fence WHERE pipeline = %s FOR UPDATE", (pipeline,)
+                "SELECT epoch, owner FROM eo.fence WHERE pipeline = %s FOR UPDATE", (pipeline,)
             ).fetchone()
             previous = None if row is None else int(row[0])
+            held_by = None if row is None else row[1]
             if previous is not None and previous > epoch:
                 raise FenceRegressionError(pipeline, epoch, previous)
+            if owner is not None and previous is not None and held_by != owner:
+                if held_by is not None and held_by != adopt_from:
+                    raise ForeignFenceOwnerError(pipeline, epoch, previous, held_by, owner)
+                if previous == epoch:
+                    raise FenceTakenError(pipeline, epoch, held_by)
             conn.execute(
-                """INSERT INTO eo.fence AS f (pipeline, epoch) VALUES (%s, %s)
+                """INSERT INTO eo.fence AS f (pipeline, epoch, owner) VALUES (%s, %s, %s)
                    ON CONFLICT (pipeline) DO UPDATE
-                   SET epoch = EXCLUDED.epoch, updated_at = clock_timestamp()
+                   SET epoch = EXCLUDED.epoch, updated_at = clock_timestamp(),
+                       owner = coalesce(EXCLUDED.owner, f.owner)
                    WHERE f.epoch < EXCLUDED.epoch""",
-                (pipeline, epoch),
+                (pipeline, epoch, owner),
             )
-        return FenceChange(previous, epoch)
+        return FenceChange(previous, epoch, held_by)
+
+    def release_fence(self, pipeline: str, owner: str) -> bool:
+        """Let go of the fence if ``owner`` holds it (its epoch stays): the hand-over.
+
+        The finalizer of a deleted pipeline does this, so that an object re-created under the
+        same name (a new UID) takes the fence above its epoch; ``eo release-fence`` does it for
+        a writer that is gone for good (a decommissioned cluster). Returns whether it held it.
+        """
+        cur = self.run(
+            lambda conn: conn.execute(
+                """UPDATE eo.fence SET owner = NULL, updated_at = clock_timestamp()
+                   WHERE pipeline = %s AND owner = %s""",
+                (pipeline, owner),
+            )
+        )
+        return bool(cur.rowcount)
 
     def decide(
         self,

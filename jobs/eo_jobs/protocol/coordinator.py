@@ -8,13 +8,12 @@ attempts left prepared, (3) lets writer tasks prepare (elsewhere: Spark tasks or
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eo_jobs.protocol.control import ControlStore, Decision
+from eo_jobs.protocol.control import ControlStore, Decision, Fence, ForeignFenceOwnerError
 from eo_jobs.protocol.errors import (
     CheckpointMismatchError,
     CheckpointResetError,
@@ -23,13 +22,7 @@ from eo_jobs.protocol.errors import (
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
-from eo_jobs.protocol.registry import label
 from eo_jobs.protocol.xa import PreparedTransactions
-
-log = logging.getLogger("eo.coordinator")
-
-MARKER_PRUNE_EVERY = 100
-"""Phase 2 prunes old markers at every batch whose id is a multiple of this."""
 
 
 @dataclass(frozen=True)
@@ -76,19 +69,35 @@ class Coordinator:
         epoch: int,
         control: ControlStore,
         stores: Mapping[str, PreparedTransactions],
+        owner: str | None = None,
     ) -> None:
         if epoch <= 0:
             raise ValueError("epoch must be positive")
         self.pipeline = pipeline
         self.epoch = epoch
+        self.owner = owner
+        """The writer this driver runs for (``EO_FENCE_OWNER``); None runs only under a fence
+        nobody owns."""
         self.control = control
         self.stores = dict(stores)
         self._by_token = {sink_token(name): store for name, store in self.stores.items()}
         self._checked_queries: set[str] = set()
 
     def startup(self) -> RecoveryReport:
-        """Fence to this epoch and resolve everything left behind (driver start)."""
-        return recover(self.control, self.stores, self.pipeline, self.epoch)
+        """Fence to this epoch and resolve everything left behind (driver start).
+
+        A fence another writer owns is refused before it is raised: a driver without the
+        right to run must not fence the one that has it either.
+        """
+        self.control.ensure_schema()
+        self._check_owner(self.control.fence(self.pipeline))
+        return recover(self.control, self.stores, self.pipeline, self.epoch, self.owner)
+
+    def _check_owner(self, fence: Fence | None) -> None:
+        if fence is not None and fence.owner is not None and fence.owner != self.owner:
+            raise ForeignFenceOwnerError(
+                self.pipeline, self.epoch, fence.epoch, fence.owner, self.owner
+            )
 
     def gid(self, query_id: str, sink: str, batch_id: int, task: int, attempt: int) -> str:
         """The gid a writer task must prepare under."""
@@ -139,9 +148,12 @@ class Coordinator:
                 )
             self._roll_forward(decision)
             return decision
-        fence = self.control.fence_epoch(self.pipeline)
-        if fence is None or fence > self.epoch:
-            raise FencedError(self.pipeline, self.epoch, fence)
+        fence = self.control.fence(self.pipeline)
+        if fence is None or fence.epoch > self.epoch:
+            raise FencedError(self.pipeline, self.epoch, None if fence is None else fence.epoch)
+        # Another writer's driver may hold this very epoch: resolving below would roll back
+        # its participants.
+        self._check_owner(fence)
         resolve(self.control, self.stores, self.pipeline, select=lambda g: g.epoch <= self.epoch)
         crash_point("before-prepare", batch_id)
         return None
@@ -192,7 +204,9 @@ class Coordinator:
                 crash_point("after-some-commits", decided.batch_id)
         commit_ms = (time.perf_counter() - started) * 1000.0
         losers = self._roll_back_losers(decided.batch_id, {p.gid for p in decided.winners})
-        self._housekeeping(decided, commit_ms)
+        self.control.mark_committed(self.pipeline, decided.query_id, decided.batch_id, commit_ms)
+        for store in distinct(self.stores):
+            store.prune_markers(self.pipeline, decided.batch_id)
         crash_point("after-commits", decided.batch_id)
         by_sink = rows_by_sink(decided.winners)
         return BatchResult(
@@ -205,43 +219,6 @@ class Coordinator:
             losers,
             by_sink,
         )
-
-    def _housekeeping(self, decided: Decided, commit_ms: float) -> None:
-        """The completion mark (metrics only) and marker pruning (bounded growth), best effort.
-
-        Both run after every winner is committed, so the batch is complete whatever they do;
-        a control or sink database blip here must not fail phase 2 (and so the next batch and
-        the driver). A lost mark leaves the batch without a phase-2 duration, as a batch
-        finished by recovery has; a missed prune is done by a later batch's. Pruning runs every
-        ``MARKER_PRUNE_EVERY`` batches: markers are kept a day, and each prune scans them.
-        """
-        self._mark_committed(decided.query_id, decided.batch_id, commit_ms)
-        if decided.batch_id % MARKER_PRUNE_EVERY != 0:
-            return
-        for store in distinct(self.stores):
-            try:
-                store.prune_markers(self.pipeline, decided.batch_id)
-            except Exception as exc:
-                log.warning(
-                    "batch %s is committed, but pruning old markers in %s failed (a later "
-                    "prune tries again): %s: %s",
-                    decided.batch_id,
-                    label(store.dsn),
-                    type(exc).__name__,
-                    exc,
-                )
-
-    def _mark_committed(self, query_id: str, batch_id: int, commit_ms: float) -> None:
-        """Record phase 2's completion (metrics only); a failure is logged, never raised."""
-        try:
-            self.control.mark_committed(self.pipeline, query_id, batch_id, commit_ms)
-        except Exception as exc:
-            log.warning(
-                "batch %s is committed, but its completion mark (metrics only) failed: %s: %s",
-                batch_id,
-                type(exc).__name__,
-                exc,
-            )
 
     def decide_and_commit(
         self,
@@ -279,7 +256,7 @@ class Coordinator:
             rows_written=rows,
             prepare_ms=prepare_ms,
         )
-        self._mark_committed(query_id, batch_id, 0.0)
+        self.control.mark_committed(self.pipeline, query_id, batch_id, 0.0)
         by_sink = rows_by_sink(written)
         return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, 0.0, 0, by_sink)
 

@@ -114,8 +114,14 @@ def recover(
     stores: Stores,
     pipeline: str,
     epoch: int,
+    owner: str | None = None,
+    *,
+    adopt_from: str | None = None,
 ) -> RecoveryReport:
     """Raise the fence to ``epoch`` (never lower), then resolve what older epochs left.
+
+    ``owner`` and ``adopt_from`` claim the fence as ``ControlStore.raise_fence`` says; a claim
+    another writer holds is refused before anything is resolved.
 
     Prepared transactions of ``epoch`` itself (or newer) are left alone: they belong to the
     driver that was, or is about to be, launched with it. Run it with a new epoch to clear
@@ -127,7 +133,7 @@ def recover(
     control.ensure_schema()
     for store in distinct(stores):
         store.ensure_schema()
-    change = control.raise_fence(pipeline, epoch)
+    change = control.raise_fence(pipeline, epoch, owner, adopt_from=adopt_from)
     done = resolve(control, stores, pipeline, select=lambda gid: gid.epoch < epoch)
     prefix = pipeline_prefix(pipeline)
     left = sum(len(store.in_doubt(prefix)) for store in distinct(stores))

@@ -23,6 +23,7 @@ import psycopg
 import yaml
 
 from eo_jobs import logs
+from eo_jobs.protocol.control import FENCE_OWNER_ENV
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator
 from eo_jobs.protocol.errors import (
     EXIT_CHECKPOINT_RESET,
@@ -209,7 +210,8 @@ def start_protocol(
         raise StartupError(str(exc), EXIT_SINK_CONTRACT) from exc
     first = pipeline.spec.sinks[0].name
     stores = {**bound.stores, DEAD_LETTER_SINK: bound.stores[first]}
-    coordinator = Coordinator(pipeline.key, epoch, bound.control, stores)
+    owner = os.environ.get(FENCE_OWNER_ENV) or None  # set by the operator's pod template
+    coordinator = Coordinator(pipeline.key, epoch, bound.control, stores, owner)
     try:
         report = coordinator.startup()
     except FenceRegressionError as exc:
