@@ -40,6 +40,11 @@ MEMORY_PATTERN = r"^[1-9][0-9]*[kmgtKMGT]?$"
 SINK_NAME_PATTERN = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
 
 Identifier = Annotated[str, StringConstraints(pattern=IDENTIFIER_PATTERN, max_length=63)]
+COLUMN_PATTERN = r"^[^.`\"\x00]+$"
+"""A column name as the table spells it (mixed case, spaces and reserved words are quoted by the
+driver library): no dot or backtick, which Spark reads as a path or a quote in a column name,
+and no double quote or NUL."""
+ColumnName = Annotated[str, StringConstraints(pattern=COLUMN_PATTERN, max_length=63)]
 TableName = Annotated[str, StringConstraints(pattern=TABLE_PATTERN, max_length=127)]
 Memory = Annotated[str, StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
 
@@ -307,10 +312,10 @@ class PostgresSink(Model):
     """Target table as schema.table; it must exist and be a logged (not UNLOGGED) table."""
     mode: Literal["append", "upsert"] = "append"
     """append inserts every record; upsert inserts or updates by keyColumns (see versionColumn)."""
-    key_columns: list[Identifier] = Field(default_factory=list, max_length=16)
+    key_columns: list[ColumnName] = Field(default_factory=list, max_length=16)
     """Columns of a unique key of the table; required for mode upsert. A record with a NULL key
     goes to the dead-letter table (a unique index never matches NULL)."""
-    version_column: Identifier | None = None
+    version_column: ColumnName | None = None
     """Upsert only: among rows with the same key, in a batch and across batches, the one with
     the highest value wins; NULL is older than any value, and among equal versions the later
     row wins. Without it the winner among rows of one key in one batch is undefined (Spark's
