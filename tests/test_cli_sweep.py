@@ -10,6 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from eo_jobs.pgserver import PgServer
+from eo_jobs.protocol import registry
+from eo_jobs.protocol.xa import PreparedTransactions
 from tests.protocol import harness
 
 SPEC = f"""
@@ -31,13 +34,13 @@ def spec(tmp_path: Path) -> Path:
     return path
 
 
-def _eo(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _eo(dsn: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "eo_jobs.cli", *args],
         capture_output=True,
         check=False,
         text=True,
-        env={"LEDGER_DSN": dsn, "PATH": "/usr/bin:/bin"},
+        env={"LEDGER_DSN": dsn, "PATH": "/usr/bin:/bin", **env},
         timeout=120,
     )
 
@@ -112,3 +115,72 @@ def test_forget_query_on_a_database_that_never_saw_the_pipeline_says_so_in_one_l
     [line] = result.stderr.splitlines()
     assert "no-such-query" in line and "no decisions" in line
     assert not _has_schema(pg_dsn)
+
+
+def _participant_databases(dsn: str) -> list[tuple[str, str]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT sink, database::text FROM eo.participant_databases ORDER BY sink"
+        ).fetchall()
+    return [(str(s), str(d)) for s, d in rows]
+
+
+def test_sweep_visits_the_database_of_a_sink_removed_from_the_spec_and_claims_nothing(
+    pg_dsn: str, pg_server: PgServer, spec: Path
+) -> None:
+    """Sink ``old`` held participants under an earlier spec; the spec now names only the
+    ledger. A zombie's transaction left there below the fence is rolled back, as ``eo recover``
+    and the operator do, reached through the credential reference the control database kept."""
+    old_dsn = pg_server.create_database(
+        f"{psycopg.conninfo.conninfo_to_dict(pg_dsn)['dbname']}_old"
+    )
+    harness.create_table(pg_dsn)
+    harness.create_table(old_dsn)
+    zombie = harness.coordinator(pg_dsn, 1)
+    zombie.stores["old"] = PreparedTransactions(old_dsn)
+    zombie.startup()
+    registry.claim(
+        zombie.control,
+        {
+            harness.SINK: (zombie.stores[harness.SINK], {"env": "LEDGER_DSN"}),
+            "old": (zombie.stores["old"], {"env": "OLD_DSN"}),
+        },
+        harness.PIPELINE,
+    )
+    gid = zombie.gid(harness.QUERY, "old", 0, 0, 0)
+    harness.writer(old_dsn).write(
+        harness.batch_rows(0), gid=gid, pipeline=harness.PIPELINE, batch_id=0
+    )
+    harness.coordinator(pg_dsn, 2).startup()  # the live driver: the spec without sink old
+    recorded = _participant_databases(pg_dsn)
+
+    result = _eo(pg_dsn, "sweep", str(spec), OLD_DSN=old_dsn)
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert (report["fence"], report["committed"], report["rolled_back"]) == (2, [], [gid])
+    assert PreparedTransactions(old_dsn).in_doubt("eo1:") == []
+    assert _participant_databases(pg_dsn) == recorded  # nothing claimed or recorded
+
+
+def test_sweep_names_a_removed_sinks_database_it_cannot_reach_and_sweeps_the_rest(
+    pg_dsn: str, pg_server: PgServer, spec: Path
+) -> None:
+    old_dsn = pg_server.create_database(
+        f"{psycopg.conninfo.conninfo_to_dict(pg_dsn)['dbname']}_gone"
+    )
+    harness.create_table(pg_dsn)
+    coord = harness.coordinator(pg_dsn, 1)
+    coord.stores["old"] = PreparedTransactions(old_dsn)
+    coord.startup()
+    registry.claim(
+        coord.control,
+        {"old": (coord.stores["old"], {"env": "OLD_DSN"})},
+        harness.PIPELINE,
+    )
+
+    result = _eo(pg_dsn, "sweep", str(spec))  # OLD_DSN is not set here
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["fence"] == 1
+    assert "OLD_DSN" in result.stderr and "old" in result.stderr, result.stderr

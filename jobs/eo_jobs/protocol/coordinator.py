@@ -8,6 +8,7 @@ attempts left prepared, (3) lets writer tasks prepare (elsewhere: Spark tasks or
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,13 @@ from eo_jobs.protocol.errors import (
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
+from eo_jobs.protocol.registry import label
 from eo_jobs.protocol.xa import PreparedTransactions
+
+log = logging.getLogger("eo.coordinator")
+
+MARKER_PRUNE_EVERY = 100
+"""Phase 2 prunes old markers at every batch whose id is a multiple of this."""
 
 
 @dataclass(frozen=True)
@@ -204,9 +211,7 @@ class Coordinator:
                 crash_point("after-some-commits", decided.batch_id)
         commit_ms = (time.perf_counter() - started) * 1000.0
         losers = self._roll_back_losers(decided.batch_id, {p.gid for p in decided.winners})
-        self.control.mark_committed(self.pipeline, decided.query_id, decided.batch_id, commit_ms)
-        for store in distinct(self.stores):
-            store.prune_markers(self.pipeline, decided.batch_id)
+        self._housekeeping(decided, commit_ms)
         crash_point("after-commits", decided.batch_id)
         by_sink = rows_by_sink(decided.winners)
         return BatchResult(
@@ -219,6 +224,43 @@ class Coordinator:
             losers,
             by_sink,
         )
+
+    def _housekeeping(self, decided: Decided, commit_ms: float) -> None:
+        """The completion mark (metrics only) and marker pruning (bounded growth), best effort.
+
+        Both run after every winner is committed, so the batch is complete whatever they do;
+        a control or sink database blip here must not fail phase 2 (and so the next batch and
+        the driver). A lost mark leaves the batch without a phase-2 duration, as a batch
+        finished by recovery has; a missed prune is done by a later batch's. Pruning runs every
+        ``MARKER_PRUNE_EVERY`` batches: markers are kept a day, and each prune scans them.
+        """
+        self._mark_committed(decided.query_id, decided.batch_id, commit_ms)
+        if decided.batch_id % MARKER_PRUNE_EVERY != 0:
+            return
+        for store in distinct(self.stores):
+            try:
+                store.prune_markers(self.pipeline, decided.batch_id)
+            except Exception as exc:
+                log.warning(
+                    "batch %s is committed, but pruning old markers in %s failed (a later "
+                    "prune tries again): %s: %s",
+                    decided.batch_id,
+                    label(store.dsn),
+                    type(exc).__name__,
+                    exc,
+                )
+
+    def _mark_committed(self, query_id: str, batch_id: int, commit_ms: float) -> None:
+        """Record phase 2's completion (metrics only); a failure is logged, never raised."""
+        try:
+            self.control.mark_committed(self.pipeline, query_id, batch_id, commit_ms)
+        except Exception as exc:
+            log.warning(
+                "batch %s is committed, but its completion mark (metrics only) failed: %s: %s",
+                batch_id,
+                type(exc).__name__,
+                exc,
+            )
 
     def decide_and_commit(
         self,
@@ -256,7 +298,7 @@ class Coordinator:
             rows_written=rows,
             prepare_ms=prepare_ms,
         )
-        self.control.mark_committed(self.pipeline, query_id, batch_id, 0.0)
+        self._mark_committed(query_id, batch_id, 0.0)
         by_sink = rows_by_sink(written)
         return BatchResult(batch_id, False, rows, prepare_ms, decide_ms, 0.0, 0, by_sink)
 

@@ -10,6 +10,7 @@ on the same gid safely.
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,9 +22,17 @@ from psycopg import errors, sql
 from eo_jobs.protocol.connection import LazyConnection
 from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES, ensure_schema
 from eo_jobs.protocol.errors import InvariantViolationError, LostParticipantError
-from eo_jobs.protocol.gid import Gid
+from eo_jobs.protocol.gid import Gid, pipeline_token
 
 BUSY_RETRY_SECONDS = 30.0
+MARKER_RETENTION_SECONDS = 24 * 3600.0
+"""Markers are pruned only once they are this old too (as well as ``MARKER_RETENTION_BATCHES``
+behind), so a fast pipeline keeps a day of them for an audit of its participants."""
+PRUNED_PREFIX = "pruned:"
+"""The gid of a database's prune horizon row in ``eo.markers`` (``pruned:<pipeline token>``):
+its ``batch_id`` is the highest batch whose markers pruning deleted. Never an eo gid."""
+
+log = logging.getLogger("eo.xa")
 
 
 class Outcome(enum.StrEnum):
@@ -33,6 +42,10 @@ class Outcome(enum.StrEnum):
     ALREADY_COMMITTED = "already-committed"
     ROLLED_BACK = "rolled-back"
     ALREADY_ROLLED_BACK = "already-rolled-back"
+    MARKER_PRUNED = "marker-pruned"
+    """A decided participant of a batch whose markers were pruned: it was committed (by phase 2
+    or recovery, long ago) unless someone ignored the decision log, which nothing can tell any
+    more. Not a loss to report."""
 
 
 @dataclass(frozen=True)
@@ -112,15 +125,40 @@ class PreparedTransactions(LazyConnection):
                 delay = min(delay * 2, 1.0)
 
     def commit(self, gid: str) -> Outcome:
-        """Commit a decided participant; verified idempotent."""
+        """Commit a decided participant; verified idempotent.
+
+        A gid that is neither prepared nor marked was rolled back against the decision log
+        (``LostParticipantError``), unless its batch is at or below the database's prune
+        horizon: its marker may just have been pruned (a zombie finishing a batch recovery
+        committed long ago), and that is reported as ``MARKER_PRUNED``, not as a loss.
+        """
         if self._finish("COMMIT", gid):
             return Outcome.COMMITTED
         if self._marker_visible(gid):
             return Outcome.ALREADY_COMMITTED
+        parsed = Gid.parse(gid)
+        horizon = None if parsed is None else self._pruned_up_to(parsed.pipeline)
+        if parsed is not None and horizon is not None and parsed.batch <= horizon:
+            log.warning(
+                "decided participant %s is finished and its marker was pruned (batches up to "
+                "%d): committed long ago by phase 2 or recovery, which cannot be verified any more",
+                gid,
+                horizon,
+            )
+            return Outcome.MARKER_PRUNED
         raise LostParticipantError(
             f"decided participant {gid} is neither prepared nor committed (no marker): it was "
             "rolled back by someone who ignored the decision log; the batch is incomplete"
         )
+
+    def _pruned_up_to(self, token: str) -> int | None:
+        """The highest batch of pipeline ``token`` whose markers were pruned here, if any."""
+        row = self.run(
+            lambda conn: conn.execute(
+                "SELECT batch_id FROM eo.markers WHERE gid = %s", (PRUNED_PREFIX + token,)
+            ).fetchone()
+        )
+        return None if row is None else int(row[0])
 
     def rollback(self, gid: str) -> Outcome:
         """Roll back an undecided or losing participant; verified idempotent."""
@@ -133,14 +171,45 @@ class PreparedTransactions(LazyConnection):
         return Outcome.ALREADY_ROLLED_BACK
 
     def prune_markers(self, pipeline: str, below_batch: int) -> int:
-        """Delete markers of batches well behind ``below_batch`` (bounded growth)."""
-        cur = self.run(
-            lambda conn: conn.execute(
-                "DELETE FROM eo.markers WHERE pipeline = %s AND batch_id < %s",
-                (pipeline, below_batch - MARKER_RETENTION_BATCHES),
-            )
-        )
-        return cur.rowcount
+        """Delete markers of batches well behind ``below_batch`` and old (bounded growth).
+
+        A marker goes once it is both ``MARKER_RETENTION_BATCHES`` behind and
+        ``MARKER_RETENTION_SECONDS`` old. The highest batch pruned is kept as the database's
+        prune horizon (a row of its own), so that ``commit`` of a participant whose marker was
+        pruned is told apart from one rolled back against the decision log.
+        """
+        horizon_gid = PRUNED_PREFIX + pipeline_token(pipeline)
+
+        def prune(conn: psycopg.Connection[Any]) -> int:
+            with conn.transaction():
+                row = conn.execute(
+                    """WITH gone AS (
+                         DELETE FROM eo.markers
+                         WHERE pipeline = %s AND batch_id < %s AND gid <> %s
+                           AND created_at < clock_timestamp() - make_interval(secs => %s)
+                         RETURNING batch_id)
+                       SELECT count(*), max(batch_id) FROM gone""",
+                    (
+                        pipeline,
+                        below_batch - MARKER_RETENTION_BATCHES,
+                        horizon_gid,
+                        MARKER_RETENTION_SECONDS,
+                    ),
+                ).fetchone()
+                assert row is not None
+                count, highest = int(row[0]), row[1]
+                if count:
+                    old = conn.execute(
+                        "DELETE FROM eo.markers WHERE gid = %s RETURNING batch_id", (horizon_gid,)
+                    ).fetchone()
+                    conn.execute(
+                        """INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written)
+                           VALUES (%s, %s, %s, 0) ON CONFLICT (gid) DO NOTHING""",
+                        (horizon_gid, pipeline, max(int(highest), int(old[0]) if old else -1)),
+                    )
+                return count
+
+        return self.run(prune)
 
 
 MARKER_SQL = (

@@ -104,7 +104,9 @@ class FailedAttempts:
             if data.status() not in ENDED_BADLY or task_id in self._seen:
                 continue
             self._seen.add(task_id)
-            gid = task.gid(int(data.index()), task_id)
+            # The partition, as the writer task names its gid: ``index`` is the position in
+            # the task set, which a resubmitted stage fills with only its missing partitions.
+            gid = task.gid(int(data.partitionId()), task_id)
             outcome = self._stores[task.sink].rollback(gid)
             self.rolled_back.append(gid)
             log.warning("writer task attempt %s %s: %s", gid, data.status().lower(), outcome.value)
