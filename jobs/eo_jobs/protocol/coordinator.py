@@ -32,6 +32,10 @@ MARKER_PRUNE_EVERY = 100
 """Phase 2 prunes old markers at every batch whose id is a multiple of this."""
 
 
+class CheckpointAheadError(CheckpointMismatchError):
+    """Spark's commit log holds a batch the decision log does not (exit 76, as a mismatch)."""
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What a writer task hands back: its prepared gid and row count, per sink."""
@@ -118,6 +122,39 @@ class Coordinator:
                 task=task,
                 attempt=attempt,
             )
+        )
+
+    def check_checkpoint(self, query_id: str, latest_committed: int | None) -> None:
+        """Refuse a checkpoint ahead of the decision log (driver start, before recovery).
+
+        Spark commits a batch only after ``foreachBatch`` returned, which it does only once the
+        batch's decision (or, without two-phase commit, its ``record``) is durable: the
+        decision log therefore holds every batch Spark committed, the latest included. When
+        it does not, this control database is not the one the checkpoint ran against (a sink
+        DSN re-pointed at an empty database, a restored backup, decisions lost in a failover):
+        recovery would roll back what the missing decisions name, and Spark would never replay
+        those batches.
+        """
+        if latest_committed is None:
+            return
+        if self.control.decision(self.pipeline, query_id, latest_committed) is not None:
+            return
+        known = self.control.queries(self.pipeline)
+        last = next((b for q, b in known if q == query_id), None)
+        have = (
+            f"its last decision for this query is batch {last}"
+            if last is not None
+            else "it has no decision for this query"
+        )
+        raise CheckpointAheadError(
+            f"checkpoint ahead of the decision log for {self.pipeline}: Spark committed batch "
+            f"{latest_committed} of query {query_id}, but the control database has no decision "
+            f"for it ({have}). This is not the control database the checkpoint ran against (a "
+            "sink DSN re-pointed at another database, a control database restored from a "
+            "backup, decisions lost in a failover); running on would lose what the missing "
+            "decisions name. Point spec.control (or the first sink) back at the database that "
+            "decided these batches, or, to start over on purpose, use a new "
+            "spec.checkpoint.location."
         )
 
     def check_query(self, query_id: str) -> None:

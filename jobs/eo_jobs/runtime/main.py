@@ -37,6 +37,7 @@ from eo_jobs.protocol.errors import (
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
 from eo_jobs.runtime.checkpoint import CheckpointLog
+from eo_jobs.runtime.commit_log import spark_committed
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.jvm_writer import jvm_ready
 from eo_jobs.runtime.metrics import DriverMetrics
@@ -200,9 +201,14 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) ->
 
 
 def start_protocol(
-    pipeline: Pipeline, epoch: int, dsns: dict[str, str]
+    pipeline: Pipeline,
+    epoch: int,
+    dsns: dict[str, str],
+    committed: tuple[str, int] | None = None,
 ) -> tuple[Bound, Coordinator]:
-    """Bind and claim the databases, then fence and recover with this driver's epoch."""
+    """Bind and claim the databases, check that the decision log holds the latest batch Spark
+    committed (``committed``: its query id and batch; ``Coordinator.check_checkpoint``),
+    then fence and recover with this driver's epoch."""
     bound = bind(pipeline, dsns)
     try:
         bound.claim()
@@ -212,6 +218,8 @@ def start_protocol(
     stores = {**bound.stores, DEAD_LETTER_SINK: bound.stores[first]}
     owner = os.environ.get(FENCE_OWNER_ENV) or None  # set by the operator's pod template
     coordinator = Coordinator(pipeline.key, epoch, bound.control, stores, owner)
+    if committed is not None:
+        coordinator.check_checkpoint(*committed)
     try:
         report = coordinator.startup()
     except FenceRegressionError as exc:
@@ -304,7 +312,8 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     dead_letter_table = spec.dead_letter_table()
     ensure_dead_letter_table(first_dsn, dead_letter_table)
 
-    bound, coordinator = start_protocol(pipeline, epoch, dsns)
+    checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
+    bound, coordinator = start_protocol(pipeline, epoch, dsns, spark_committed(checkpoint, spark))
 
     metrics = DriverMetrics(pipeline.key)
     port = spec.driver.metrics_port if metrics_port is None else metrics_port
@@ -312,7 +321,6 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         metrics.serve(port)
     metrics.set_epoch(epoch)
     progress = Progress(metrics)
-    checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     ctx = BatchContext(
         spec=spec,
         pipeline=pipeline.key,
