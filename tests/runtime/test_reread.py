@@ -114,6 +114,38 @@ def test_a_malformed_record_fails_the_stream_and_its_batch_read_again_keeps_it_a
     ]
 
 
+def test_a_re_read_of_a_partitioned_folder_keeps_the_partition_values_the_stream_saw(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Hive-style folders (``day=.../x.json``) give the stream a partition column from the
+    path; reading the batch's files again by name must give the same value, not the file's
+    content (the second protocol audit's first "unsure" item)."""
+    folder = tmp_path / "in"
+    _write(folder / "day=2026-11-28", "a.json", [json.dumps({"id": 1, "note": "a"})])
+    _write(
+        folder / "day=2026-11-29",
+        "b.json",
+        [json.dumps({"id": 2, "note": "b", "day": "in-the-file"}), '{"id": 3, "note": '],
+    )
+    source = {"path": str(folder), "format": "json", "schema": f"{SCHEMA}, day STRING"}
+    spec = parse_pipeline(document(source={"files": source})).spec
+    log = CheckpointLog(str(tmp_path / "ckpt"), _read_local)
+    reread = Reread.of(spark, spec, log)
+    assert reread is not None
+    outcome: dict[str, Any] = {}
+
+    def each(df: DataFrame, batch_id: int) -> None:
+        try:
+            df.collect()
+        except Exception as exc:
+            assert is_malformed(exc), exc
+        rows = reread.frame(reread.files(batch_id)).collect()
+        outcome["rows"] = sorted((r["id"] or 0, r["day"]) for r in rows)
+
+    _stream(spark, spec, tmp_path / "ckpt", each)
+    assert outcome["rows"] == [(0, "2026-11-29"), (1, "2026-11-28"), (2, "2026-11-29")]
+
+
 def test_only_a_record_that_does_not_parse_counts_as_malformed(
     spark: SparkSession, tmp_path: Path
 ) -> None:

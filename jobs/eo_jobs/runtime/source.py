@@ -100,6 +100,11 @@ def files_batch(spark: SparkSession, src: FilesSource, paths: list[str]) -> Data
         .option("columnNameOfCorruptRecord", CORRUPT)
         .schema(_with_corrupt(schema))
     )
+    if not GLOB_CHARACTERS.search(src.path):
+        # Partition columns of Hive-style folders (day=.../x.json) come from the path below the
+        # source folder, as in the stream; files named alone would have none, and a declared
+        # partition column would be read from the file's content instead.
+        reader = reader.option("basePath", src.path)
     df = _load(reader, src, [literal_path(p) for p in paths])
     error = F.when(
         F.col(CORRUPT).isNotNull(),
