@@ -21,7 +21,7 @@ from eo_jobs.protocol.errors import (
     FencedError,
 )
 from eo_jobs.protocol.faults import crash_point
-from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
+from eo_jobs.protocol.gid import Gid, pipeline_prefix, query_token, sink_token
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
 from eo_jobs.protocol.registry import label
 from eo_jobs.protocol.xa import PreparedTransactions
@@ -352,6 +352,51 @@ class Coordinator:
                 self.pipeline, reason, query_id=query_id, batch_id=batch_id, epoch=self.epoch
             )
         return len(undone.rolled_back)
+
+    def roll_back_stragglers(self, query_id: str) -> list[str]:
+        """Roll back prepared participants of decided batches that their decision does not name.
+
+        A decision is final, so such a transaction can never be committed, whenever it
+        prepared: a writer-task attempt that PREPAREd after its job ended (a task killed after
+        its last row, an executor declared lost that still ran), after phase 2 rolled back the
+        batch's losers. Until the next batch's ``begin`` it holds its row locks, which on an
+        idle stream can be hours. Safe at any time and from any thread with its own
+        connections (``with_own_connections``): a batch without a decision (the one in flight)
+        is never touched. Epochs above this driver's are left alone (a newer driver's).
+        """
+        prefix = pipeline_prefix(self.pipeline)
+        token = query_token(query_id)
+        decisions: dict[int, Decision | None] = {}
+        undone: list[str] = []
+        for store in distinct(self.stores):
+            for item in store.in_doubt(prefix):
+                g = item.parsed
+                if g.epoch > self.epoch or g.query != token:
+                    continue
+                if g.batch not in decisions:
+                    decisions[g.batch] = self.control.decision(self.pipeline, query_id, g.batch)
+                decision = decisions[g.batch]
+                if decision is None or item.gid in decision.participants:
+                    continue
+                finisher(self.stores, item, store).rollback(item.gid)
+                undone.append(item.gid)
+        return undone
+
+    def with_own_connections(self) -> Coordinator:
+        """The same coordinator on connections of its own, for another thread."""
+        return Coordinator(
+            self.pipeline,
+            self.epoch,
+            ControlStore(self.control.dsn),
+            {name: PreparedTransactions(store.dsn) for name, store in self.stores.items()},
+            self.owner,
+        )
+
+    def close(self) -> None:
+        """Close the connections (of a coordinator from ``with_own_connections``)."""
+        self.control.close()
+        for store in self.stores.values():
+            store.close()
 
     def _roll_back_losers(self, batch_id: int, winners: set[str]) -> int:
         prefix = pipeline_prefix(self.pipeline)

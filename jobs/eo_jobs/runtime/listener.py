@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pyspark import SparkContext
@@ -92,9 +93,13 @@ class ProgressAsJson:
 class ProgressListener(StreamingQueryListener):
     """One log line per batch and per query start/termination."""
 
-    def __init__(self, metrics: DriverMetrics | None = None) -> None:
+    def __init__(
+        self, metrics: DriverMetrics | None = None, on_idle: Callable[[], None] | None = None
+    ) -> None:
         # The pipeline, namespace and epoch come with every event from the log context.
         self.metrics = metrics
+        self.on_idle = on_idle
+        """Called at every idle trigger (``runtime.stragglers``); it must return at once."""
         self._bridge: Any = None
 
     @property
@@ -121,6 +126,8 @@ class ProgressListener(StreamingQueryListener):
         """A trigger ran and found no new input: the pipeline is idle, not stuck."""
         if self.metrics is not None:
             self.metrics.trigger()
+        if self.on_idle is not None:
+            self.on_idle()
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         """Log how the query ended."""

@@ -42,6 +42,7 @@ from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.jvm_writer import jvm_ready
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.runtime.phase_two import PhaseTwoError
+from eo_jobs.runtime.stragglers import IdleReaper
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
@@ -341,7 +342,8 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         reread=Reread.of(spark, spec, checkpoint),
         jvm_ready=jvm_ready(spark),
     )
-    listener = ProgressListener(metrics)
+    reaper = IdleReaper(coordinator, checkpoint.query_id) if ctx.failed_attempts else None
+    listener = ProgressListener(metrics, on_idle=reaper.idle if reaper else None)
     spark.streams.addListener(listener)
     foreach = ForeachBatch(ctx)
     stop = threading.Event()
@@ -363,14 +365,23 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     try:
         return _await(query, foreach, progress)
     finally:
-        bound.close()
-        if ctx.failed_attempts is not None:
-            ctx.failed_attempts.close()
-        # Stop the JVM side first: its listener bus must not call back into a Python process
-        # that is about to exit (that only produces py4j noise on stderr).
-        with contextlib.suppress(Exception):
-            spark.streams.removeListener(listener)
-            spark.stop()
+        _close(bound, ctx, spark, listener, reaper)
+
+
+def _close(
+    bound: Bound, ctx: BatchContext, spark: Any, listener: Any, reaper: IdleReaper | None
+) -> None:
+    """Close the driver's connections and stop Spark (the query has ended)."""
+    bound.close()
+    if ctx.failed_attempts is not None:
+        ctx.failed_attempts.close()
+    # Stop the JVM side first: its listener bus must not call back into a Python process
+    # that is about to exit (that only produces py4j noise on stderr).
+    with contextlib.suppress(Exception):
+        spark.streams.removeListener(listener)
+        spark.stop()
+    if reaper is not None:
+        reaper.close()
 
 
 def _await(query: Any, foreach: ForeachBatch, progress: Progress) -> int:
