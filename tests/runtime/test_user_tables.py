@@ -21,6 +21,8 @@ import psycopg
 import pytest
 from tests.runtime import harness
 
+from eo_jobs.protocol.errors import EXIT_SINK_CONTRACT
+
 pytestmark = pytest.mark.spark
 
 TABLE_DDL = """
@@ -187,3 +189,25 @@ def test_every_common_column_type_and_quoted_name_lands_value_for_value(
         dead = conn.execute("SELECT raw, reason FROM public.user_ledger_dead_letter").fetchall()
     assert dead == []
     assert [tuple(r) for r in rows] == [_expected(r) for r in RECORDS]
+
+
+def test_a_spark_type_the_column_cannot_hold_stops_the_driver_before_the_first_batch(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(TABLE_DDL)
+    (tmp_path / "in").mkdir()
+    lines = [json.dumps(r, ensure_ascii=False) for r in RECORDS]
+    (tmp_path / "in" / "part-0.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    spec = _pipeline(tmp_path, "append")
+    # flag (boolean) into "mixed Case" (integer), and an instant into a date column.
+    sql = TRANSFORM.replace("CAST(id AS INT) AS `mixed Case`", "flag AS `mixed Case`")
+    sql = sql.replace("CAST(day AS DATE) AS `Day`", "CAST(ts AS TIMESTAMP) AS `Day`")
+    spec.write_text(spec.read_text().replace(TRANSFORM, sql))
+    code, out = harness.run(spec, 1, pg_dsn)
+    assert code == EXIT_SINK_CONTRACT, out
+    assert "column mixed Case: Spark type boolean cannot go into" in out, out
+    assert "CAST(mixed Case AS INT)" in out, out
+    assert "column Day: Spark type timestamp cannot go into" in out, out
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM public.user_ledger").fetchone() == (0,)

@@ -44,6 +44,7 @@ from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.runtime.phase_two import PhaseTwoError
 from eo_jobs.runtime.stragglers import IdleReaper
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
+from eo_jobs.sinks.postgres.column_types import column_type_problems
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 from eo_jobs.spec import Pipeline, kafka, load_pipeline, parse_pipeline
@@ -93,20 +94,22 @@ def wait_for_sinks(dsns: dict[str, str], budget: float) -> None:
                 delay = min(delay * 2, 30.0)
 
 
-def output_columns(spark: Any, pipeline: Pipeline) -> list[str]:
-    """Columns the transform produces, found by planning it over an empty input."""
+def output_schema(spark: Any, pipeline: Pipeline) -> list[tuple[str, str]]:
+    """(name, Spark type) of each column the transform produces, found by planning it over an
+    empty input."""
     from pyspark.sql.types import StructType
 
     source = pipeline.spec.source
     ddl = source.files.schema_ if source.files else source.kafka.schema_  # type: ignore[union-attr]
     empty = spark.createDataFrame([], StructType.fromDDL(ddl))
-    if pipeline.spec.transform is None:
-        return list(empty.columns)
-    empty.createOrReplaceTempView("source")
-    try:
-        return list(spark.sql(pipeline.spec.transform.sql).columns)
-    except Exception as exc:
-        raise StartupError(f"spec.transform.sql does not compile: {exc}") from exc
+    out = empty
+    if pipeline.spec.transform is not None:
+        empty.createOrReplaceTempView("source")
+        try:
+            out = spark.sql(pipeline.spec.transform.sql)
+        except Exception as exc:
+            raise StartupError(f"spec.transform.sql does not compile: {exc}") from exc
+    return [(f.name, f.dataType.simpleString()) for f in out.schema.fields]
 
 
 DEAD_LETTER_DDL = (
@@ -176,21 +179,26 @@ def writers_for(
     }
 
 
-def check_sinks(pipeline: Pipeline, dsns: dict[str, str], columns: list[str]) -> None:
-    """Refuse to start against a sink that cannot honour the guarantee, or a dead-letter table
-    the driver's role can neither write nor create (it is written by the first sink's role)."""
+def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schema: list[tuple[str, str]]) -> None:
+    """Refuse to start against a sink that cannot honour the guarantee, whose columns cannot
+    hold the output's Spark types, or a dead-letter table the driver's role can neither write
+    nor create (it is written by the first sink's role)."""
     two_phase = pipeline.spec.guarantee == Guarantee.EXACTLY_ONCE
+    columns = [name for name, _ in schema]
     problems: list[str] = []
     for sink in pipeline.spec.sinks:
         with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
-            for problem in check_contract(
-                conn,
-                sink.postgres.table,
-                columns=columns,
-                mode=sink.postgres.mode,
-                key_columns=sink.postgres.key_columns,
-                two_phase=two_phase,
-            ):
+            for problem in [
+                *check_contract(
+                    conn,
+                    sink.postgres.table,
+                    columns=columns,
+                    mode=sink.postgres.mode,
+                    key_columns=sink.postgres.key_columns,
+                    two_phase=two_phase,
+                ),
+                *column_type_problems(conn, sink.postgres.table, schema),
+            ]:
                 problems.append(f"sink {sink.name}: {problem}")
     with psycopg.connect(dsns[pipeline.spec.sinks[0].name], autocommit=True) as conn:
         problems.extend(dead_letter_problems(conn, pipeline.spec.dead_letter_table()))
@@ -307,8 +315,9 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     ui = spark.sparkContext.uiWebUrl
     if ui:
         log.info("Spark UI at %s (kubectl port-forward to the driver Service's port ui)", ui)
-    columns = output_columns(spark, pipeline)
-    check_sinks(pipeline, dsns, columns)
+    schema = output_schema(spark, pipeline)
+    columns = [name for name, _ in schema]
+    check_sinks(pipeline, dsns, schema)
     first_dsn = dsns[spec.sinks[0].name]
     dead_letter_table = spec.dead_letter_table()
     ensure_dead_letter_table(first_dsn, dead_letter_table)
