@@ -22,12 +22,18 @@ from dataclasses import dataclass
 import psycopg
 from kubernetes.client.exceptions import ApiException
 
+from eo_jobs.protocol.control import ForeignFenceOwnerError
+from eo_operator.planner import FOREIGN_FENCE_OWNER
+
 SINK = "SinkReachable"
 """Condition for what stands between the operator and the sink databases."""
 DRIVER = "DriverCreatable"
 """Condition for what stands between the operator and a driver pod."""
+FENCE = "FenceOwned"
+"""Condition for another writer owning the pipeline's sink fence (``fence_owner``)."""
 REASONS = frozenset(
     {
+        FOREIGN_FENCE_OWNER,
         "SecretMissing",
         "SecretKeyMissing",
         "SecretForbidden",
@@ -105,6 +111,8 @@ _PARSE_MARKERS = (
 
 def classify(exc: BaseException, namespace: str) -> Blocker | None:
     """The Blocker an exception from a recovery or a launch stands for, or None."""
+    if isinstance(exc, ForeignFenceOwnerError):
+        return _foreign_owner(exc)
     if isinstance(exc, SecretKeyMissingError):
         return Blocker(
             SINK,
@@ -127,6 +135,25 @@ def classify(exc: BaseException, namespace: str) -> Blocker | None:
     if isinstance(exc, ApiException):
         return _api(exc, namespace)
     return None
+
+
+def _foreign_owner(exc: ForeignFenceOwnerError) -> Blocker:
+    """Another writer of this pipeline (its object in another cluster, a restored copy, a
+    manual run) owns the sink fence: wait for a person to hand it over."""
+    namespace, _, name = exc.pipeline.partition("/")
+    return Blocker(
+        FENCE,
+        FOREIGN_FENCE_OWNER,
+        f"the sink fence of {exc.pipeline} (epoch {exc.fence}) is owned by {exc.owner}, "
+        "another writer of this pipeline on the same database (its object in another "
+        f"cluster, a restored copy, a manual eo run), not by this object ({exc.claimant}): "
+        "waiting, no driver is launched. Hand over once that writer is stopped: kubectl -n "
+        f"{namespace} annotate eop {name} eo.dev/adopt-fence={exc.owner}",
+        "stop the other writer for good first (suspend or delete its object there: a deletion "
+        "releases the fence, and this object then starts by itself); the annotation, or "
+        f"`eo release-fence PIPELINE.yaml --owner {exc.owner}`, hands the fence over and this "
+        "object runs above the other's epoch",
+    )
 
 
 def _database(exc: psycopg.OperationalError) -> Blocker | None:

@@ -12,7 +12,10 @@ namespace, so the sink clean-up is bounded:
   names the ``eo recover`` command still to run;
 - the annotation ``eo.dev/skip-sink-cleanup: "true"`` lets go at once, and so do credentials
   that are gone (the Secret deleted first, as in a namespace deletion): waiting cannot bring
-  them back.
+  them back;
+- a fence another writer owns (this object waited for a hand-over, or handed it over) is left
+  alone: that writer's drivers run. A fence this object owns is released once resolved, so the
+  pipeline's object elsewhere, or one re-created here, takes it above its epoch.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from eo_jobs.protocol.control import ForeignFenceOwnerError
 from eo_jobs.protocol.errors import FenceRegressionError
 from eo_jobs.sinks.postgres.credentials import env_var_for
 from eo_jobs.spec.models import EPOCH_ANNOTATION, Pipeline
 from eo_operator.blockers import classify, safe_message
+from eo_operator.fence_owner import fence_owner
 from eo_operator.kube import Conflict, Kube
 from eo_operator.sinks import PipelineSinks, dsns_from_secrets
 
@@ -128,18 +133,39 @@ def clean_up_sinks(
 def _fence_and_resolve(kube: Kube, obj: dict[str, Any], sinks: PipelineSinks, epoch: int) -> str:
     control = sinks.bound.control
     control.ensure_schema()
+    key = sinks.bound.pipeline
+    owner = fence_owner(obj)
     for _ in range(FENCE_ATTEMPTS):
-        epoch = max(epoch, (control.fence_epoch(sinks.bound.pipeline) or 0) + 1)
+        fence = control.fence(key)
+        if fence is not None and fence.owner not in (None, owner):
+            return _not_ours(kube, obj, key, fence.owner)
+        epoch = max(epoch, (0 if fence is None else fence.epoch) + 1)
         obj = kube.reserve_epoch(obj, epoch)
         try:
-            report = sinks.recover(epoch)
+            report = sinks.recover(epoch, owner)
+        except ForeignFenceOwnerError as exc:  # handed over since it was read
+            return _not_ours(kube, obj, key, exc.owner)
         except FenceRegressionError as exc:
             epoch = exc.current + 1
             continue
+        # Let go: an object re-created under this name (a new UID), or the pipeline's object
+        # in another cluster, takes the fence above this epoch without a hand-over.
+        control.release_fence(key, owner)
         summary = (
             f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
-            f"{len(report.rolled_back)} rolled back, {report.left} left"
+            f"{len(report.rolled_back)} rolled back, {report.left} left; fence released"
         )
         kube.event(obj, "Finalized", summary)
         return summary
     raise RuntimeError(f"the fence of {sinks.bound.pipeline} kept moving above epoch {epoch}")
+
+
+def _not_ours(kube: Kube, obj: dict[str, Any], key: str, owner: str) -> str:
+    """Another writer owns the fence (this object waited for it, or handed it over): its
+    drivers run, so this deletion neither fences nor resolves anything."""
+    summary = (
+        f"the sink fence of {key} is owned by {owner}, another writer of this pipeline: "
+        "deleted without fencing or resolving (that writer's drivers run on)"
+    )
+    kube.event(obj, "Finalized", summary)
+    return summary

@@ -104,6 +104,29 @@ class Kube:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
 
+    def remove_annotation(self, obj: dict[str, Any], key: str) -> dict[str, Any] | None:
+        """Remove one annotation (not guarded: it only ever undoes a one-shot request, the
+        ``eo.dev/adopt-fence`` hand-over); the object after, or None when it is gone."""
+        meta = obj["metadata"]
+        body = {"metadata": {"annotations": {key: None}}}
+        try:
+            return cast(
+                dict[str, Any],
+                self.custom.patch_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    meta["namespace"],
+                    PLURAL,
+                    meta["name"],
+                    body,
+                    _content_type=MERGE_PATCH,
+                ),
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def patch_status(self, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
         """Merge-patch the status subresource of ``obj``, guarded by its resourceVersion.
 

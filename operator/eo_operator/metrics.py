@@ -34,7 +34,15 @@ from prometheus_client import (
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 Phase = Literal[
-    "Pending", "Starting", "Running", "Recovering", "Backoff", "Suspended", "Stopping", "Failed"
+    "Pending",
+    "Starting",
+    "Running",
+    "Recovering",
+    "Backoff",
+    "Suspended",
+    "Stopping",
+    "Failed",
+    "Waiting",
 ]
 PHASES: Final[tuple[Phase, ...]] = get_args(Phase)
 """Every phase gets a series (one-hot), so a phase change never leaves a stale 1 behind."""

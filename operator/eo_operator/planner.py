@@ -27,6 +27,8 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | 14 | no driver | recover (fence first) + launch |
 |  | ... blocked (Secret, database, ServiceAccount: ``Memory.blocked``) | retry every 10 s; |
 |  |  | Failed (the blocker's reason) past restartPolicy.startTimeoutSeconds |
+|  | ... the sink fence is another writer's (``ForeignFenceOwner``) | Waiting, retry every |
+|  |  | 30 s, never Failed: a hand-over is a person's decision |
 
 A failed driver (rules 9 and 11) is not deleted: its pod, log and termination message stay for
 people (``status.lastFailure.pod``). A failed pod the planner already recorded
@@ -62,6 +64,9 @@ may sit on a node that is not Ready before it is fenced and replaced."""
 LOST = "DriverLost"
 SUSPENDED_MESSAGE = "driver stopped; in-doubt transactions resolved"
 TERMINATED = ("Succeeded", "Failed")
+FOREIGN_FENCE_OWNER = "ForeignFenceOwner"
+"""The blocker reason of a sink fence another writer owns: a wait for a hand-over (phase
+Waiting), never a failure."""
 
 
 class Phase(enum.StrEnum):
@@ -75,6 +80,8 @@ class Phase(enum.StrEnum):
     SUSPENDED = "Suspended"
     STOPPING = "Stopping"
     FAILED = "Failed"
+    WAITING = "Waiting"
+    """Another writer owns the sink fence: waiting for a hand-over (``fence_owner``)."""
 
 
 @dataclass(frozen=True)
@@ -483,6 +490,13 @@ def _blocked(obs: Observation, spec: PipelineSpec, blocked: Blocked, launch: Pla
     fix is usually outside the spec (create the Secret, open the network), so the recovery and
     launch are retried every 10 s and the first success clears it.
     """
+    if blocked.reason == FOREIGN_FENCE_OWNER:
+        # Not a failure to count or time out: the normal state of the passive side of a DR
+        # pair. Each retry only reads the fence (no epoch is reserved while it is foreign).
+        memory = replace(
+            launch.memory, phase=Phase.WAITING, reason=blocked.reason, message=blocked.message
+        )
+        return Plan(memory, launch.actions, 30.0)
     waited = obs.now - blocked.since
     limit = spec.restart_policy.start_timeout_seconds
     if waited <= timedelta(seconds=limit):

@@ -24,8 +24,9 @@ from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.checks import credential_refs, executor_input_problem
 from eo_jobs.spec.models import Pipeline
 from eo_jobs.spec.pod_template import ASSIGNED_UID_ENV
-from eo_operator.blockers import SINK, classify, safe_message
+from eo_operator.blockers import FENCE, SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
+from eo_operator.fence_owner import ADOPT_ANNOTATION, adoption, fence_owner
 from eo_operator.kube import Conflict, Kube
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import (
@@ -465,14 +466,23 @@ class Reconciler:
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         started = time.monotonic()
         sinks = PipelineSinks(pipeline, dsns_from_secrets(self.kube, pipeline), self.kube)
+        owner = fence_owner(obj)
+        adopt_from: str | None = None
         try:
             fence = sinks.bound.control
             fence.ensure_schema()
-            current = fence.fence_epoch(sinks.bound.pipeline)
+            row = fence.fence(sinks.bound.pipeline)
+            current = None if row is None else row.epoch
             # What the event reports: the resolution below finds the fence already raised.
             fence_from = "none" if current is None else str(current)
-            if current is not None and current > epoch:
-                self._jump_above_fence(obj, pipeline, epoch, current)
+            # Another writer's fence is refused here, before an epoch is reserved for nothing.
+            adopt_from = adoption(obj, sinks.bound.pipeline, epoch, row)
+            if row is not None and (
+                row.epoch > epoch or (row.epoch == epoch and row.owner != owner)
+            ):
+                # Equal is ours only if this object claimed it: another writer (or an older
+                # eo, or `eo recover` by hand) may run a driver with that very epoch.
+                self._jump_above_fence(obj, pipeline, epoch, row.epoch, row.owner)
             if (obs.annotation_epoch or 0) < epoch:
                 try:
                     obj = self.kube.reserve_epoch(obj, epoch)
@@ -480,16 +490,19 @@ class Reconciler:
                     raise RetrySoon(
                         f"{namespace}/{name} changed while reserving epoch {epoch}"
                     ) from None
-            fence.raise_fence(sinks.bound.pipeline, epoch)
+            fence.raise_fence(sinks.bound.pipeline, epoch, owner, adopt_from=adopt_from)
             if os.environ.get(FAULT_ENV) == "after-fence":
                 os.kill(os.getpid(), signal.SIGKILL)
-            report = sinks.recover(epoch)
+            report = sinks.recover(epoch, owner)
         except FenceRegressionError as exc:
             # The fence moved above the epoch after it was read (a manual `eo recover` or
-            # `eo run --epoch N` in between): plan again above it, never loop on the error.
-            self._jump_above_fence(obj, pipeline, epoch, exc.current)
+            # `eo run --epoch N` in between), or another writer holds it at this epoch: plan
+            # again above it, never loop on the error.
+            self._jump_above_fence(obj, pipeline, epoch, exc.current, None)
         finally:
             sinks.close()
+        if adopt_from is not None:
+            obj = self._adopted(obj, pipeline, epoch, adopt_from)
         seconds = time.monotonic() - started
         self.metrics.record_recovery(namespace, name, seconds)
         self.metrics.record_resolution(
@@ -511,28 +524,44 @@ class Reconciler:
         return obj
 
     def _jump_above_fence(
-        self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, fence: int
+        self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, fence: int, owner: str | None
     ) -> NoReturn:
         """Reserve an epoch above a sink fence that is ahead of the plan, then re-plan.
 
         The fence can be ahead after the pipeline was deleted and re-created under the same
-        name (the finalizer fenced it), or after a manual ``eo recover --epoch N``. Raising the
-        fence to the planned epoch would be refused forever; the epoch above it is reserved on
-        the object (guarded), so the next pass plans with it.
+        name (the finalizer fenced it), after a manual ``eo recover --epoch N``, or after a hand
+        -over from another writer. Raising the fence to the planned epoch would be refused
+        forever (or, at an equal fence this object did not claim, share an epoch with another
+        writer's driver); the epoch above it is reserved on the object (guarded), so the next
+        pass plans with it.
         """
         higher = fence + 1
         try:
             obj = self.kube.reserve_epoch(obj, higher)
         except Conflict:
             raise RetrySoon(f"{pipeline.key} changed while reserving epoch {higher}") from None
+        by = "" if owner is None else f", owned by {owner}"
         message = (
-            f"the sink fence of {pipeline.key} is at epoch {fence}, above the planned epoch "
-            f"{epoch} (the pipeline was re-created, or `eo recover --epoch` ran by hand); "
-            f"reserved epoch {higher}"
+            f"the sink fence of {pipeline.key} is at epoch {fence}{by}, not below the planned "
+            f"epoch {epoch} (the pipeline was re-created or restored, `eo recover --epoch` ran "
+            f"by hand, or the fence was handed over); reserved epoch {higher}"
         )
         self.kube.event(obj, "FenceAhead", message, warning=True)
         log.warning("%s", message)
         raise RetrySoon(message)
+
+    def _adopted(
+        self, obj: dict[str, Any], pipeline: Pipeline, epoch: int, previous: str
+    ) -> dict[str, Any]:
+        """The fence was handed over: say so, and remove the annotation, so that it cannot take
+        the fence back from a later owner without a person asking again."""
+        message = (
+            f"took over the sink fence of {pipeline.key} from {previous} (annotation "
+            f"{ADOPT_ANNOTATION}) at epoch {epoch}; that writer's drivers are fenced"
+        )
+        self.kube.event(obj, "FenceAdopted", message, warning=True)
+        log.warning("%s", message)
+        return self.kube.remove_annotation(obj, ADOPT_ANNOTATION) or obj
 
     def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> dict[str, Any]:
         """Create the driver of ``epoch``, recording the epoch in status *before* the pod.
@@ -771,8 +800,16 @@ def _unchanged(obj: dict[str, Any], status: dict[str, Any]) -> bool:
 
 
 def _sink_answered(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """Conditions with SinkReachable True: a recovery just used every sink database."""
-    return conditions(obj.get("status") or {}, SINK, True, "Connected", "sink databases answer")
+    """Conditions with SinkReachable True: a recovery just used every sink database; and with
+    FenceOwned True if it was ever False: the recovery claimed the fence for this object."""
+    status = obj.get("status") or {}
+    conds = conditions(status, SINK, True, "Connected", "sink databases answer")
+    if any(c.get("type") == FENCE for c in conds):
+        owner = fence_owner(obj)
+        conds = conditions(
+            {"conditions": conds}, FENCE, True, "Owned", f"this object ({owner}) owns the fence"
+        )
+    return conds
 
 
 def _sink_problem(exc: Exception, default: str, namespace: str) -> tuple[str, str]:

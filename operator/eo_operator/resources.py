@@ -18,9 +18,11 @@ from typing import Any
 
 import yaml
 
+from eo_jobs.protocol.control import FENCE_OWNER_ENV
 from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
 from eo_jobs.spec import kafka, pod_template, s3
 from eo_jobs.spec.models import API_VERSION, KIND, Pipeline
+from eo_operator.fence_owner import fence_owner
 
 LABEL_PIPELINE = "eo.dev/pipeline"
 LABEL_EPOCH = "eo.dev/epoch"
@@ -208,6 +210,9 @@ def driver_pod(
             "value": f"{service_name(pipeline)}.{pipeline.metadata.namespace}.svc",
         },
         {"name": "HOME", "value": "/tmp"},  # noqa: S108 (an emptyDir of the pod)
+        # The fence owner the operator claimed the sink fence for (the object's UID): the
+        # driver refuses to run under a fence another writer owns.
+        {"name": FENCE_OWNER_ENV, "value": fence_owner(obj)},
     ]
     if platform_assigns_uid:
         env.append({"name": pod_template.ASSIGNED_UID_ENV, "value": "true"})

@@ -107,10 +107,10 @@ class PipelineSinks:
             self.bound.claim(lambda sink, ref: secret_dsn(self.kube, namespace, sink, ref))
             self._claimed = True
 
-    def recover(self, epoch: int) -> RecoveryReport:
-        """Fence to ``epoch`` and resolve everything below it."""
+    def recover(self, epoch: int, owner: str | None = None) -> RecoveryReport:
+        """Fence to ``epoch`` (claimed for ``owner``, if given) and resolve everything below."""
         self._claim()
-        return recover(self.bound.control, self.bound.stores, self.bound.pipeline, epoch)
+        return recover(self.bound.control, self.bound.stores, self.bound.pipeline, epoch, owner)
 
     def sweep(self) -> Resolution:
         """Resolve prepared transactions below the fence (zombies' late prepares)."""

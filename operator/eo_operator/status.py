@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from eo_operator.blockers import DRIVER, REASONS, SINK
+from eo_operator.blockers import DRIVER, FENCE, REASONS, SINK
 from eo_operator.planner import Blocked, Failure, Memory, Observation, Phase
 
 
@@ -47,10 +47,11 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
 
 
 def _blocked(conds: list[dict[str, Any]]) -> Blocked | None:
-    """The blocker a SinkReachable/DriverCreatable condition records, since its transition."""
+    """The blocker a SinkReachable/DriverCreatable/FenceOwned condition records, since its
+    transition."""
     for cond in conds:
         if (
-            cond.get("type") in (SINK, DRIVER)
+            cond.get("type") in (SINK, DRIVER, FENCE)
             and cond.get("status") == "False"
             and cond.get("reason") in REASONS
         ):

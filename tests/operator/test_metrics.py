@@ -117,13 +117,13 @@ def test_exposition_has_every_contract_metric_with_its_type(metrics: PipelineMet
     assert {name: families.get(name) for name in CONTRACT} == CONTRACT
 
 
-def test_exactly_one_of_the_eight_phases_is_one(metrics: PipelineMetrics) -> None:
+def test_exactly_one_of_the_nine_phases_is_one(metrics: PipelineMetrics) -> None:
     metrics.observe_health("shop", "orders", _health(phase="Running"))
     metrics.observe_health("shop", "orders", _health(phase="Backoff"))
     values = {
         phase: _value(metrics, "eo_pipeline_phase", **ORDERS, phase=phase) for phase in PHASES
     }
-    assert len(values) == 8
+    assert len(values) == 9
     assert values == {phase: float(phase == "Backoff") for phase in PHASES}
 
 

@@ -63,3 +63,35 @@ def test_a_driver_created_after_a_blocked_failure_starts_without_the_old_reason(
     failed = Memory(phase=Phase.FAILED, epoch=1, reason="SecretMissing")
     result = plan(_obs(failed, _pod("Pending"), annotation=1))
     assert result.memory.phase is Phase.STARTING and result.memory.reason == "Launched"
+
+
+def _foreign_owner(seconds_ago: float) -> Blocked:
+    return Blocked(
+        "FenceOwned",
+        "ForeignFenceOwner",
+        "the sink fence of ns/p (epoch 3) is owned by uid-a, another writer of this pipeline",
+        NOW - timedelta(seconds=seconds_ago),
+    )
+
+
+def test_a_fence_another_writer_owns_is_a_wait_for_a_hand_over_never_a_failure() -> None:
+    spec = _spec(restartPolicy={"startTimeoutSeconds": 60})
+    for waited in (5, 3600):
+        result = plan(_obs(Memory(phase=Phase.WAITING, blocked=_foreign_owner(waited)), spec=spec))
+        assert result.memory.phase is Phase.WAITING
+        assert result.memory.reason == "ForeignFenceOwner"
+        assert "owned by uid-a" in result.memory.message
+        assert result.memory.failed_generation is None and result.memory.restarts == 0
+        assert _kinds(result) == [Kind.RECOVER, Kind.LAUNCH, Kind.EVENT]
+        assert result.requeue_seconds == 30.0
+
+
+def test_the_foreign_owner_round_trips_through_status_as_the_fence_owned_condition() -> None:
+    obs = _obs(Memory(blocked=_foreign_owner(5)))
+    status = status_from(plan(obs).memory, obs, {})
+    assert status["phase"] == "Waiting"
+    cond = next(c for c in status["conditions"] if c["type"] == "FenceOwned")
+    assert (cond["status"], cond["reason"]) == ("False", "ForeignFenceOwner")
+    back = memory_from_status(status)
+    assert back.phase is Phase.WAITING
+    assert back.blocked is not None and back.blocked.reason == "ForeignFenceOwner"
