@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.support.spark import own_jvm_session
 
 from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.gid import Gid
+from eo_jobs.runtime import jvm_writer
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.jvm_writer import JdbcTarget, JvmWriter, jdbc_target, jvm_ready
 from eo_jobs.runtime.packages import writer_jars
@@ -386,3 +388,142 @@ def test_libpq_environment_and_a_password_file_keep_the_python_writer(
     assert jdbc_target("host=db user=eo password=given") == (
         "libpq reads PGSSLMODE from the environment; pgJDBC would not"
     )
+
+
+def test_an_upsert_target_with_columns_it_does_not_write_takes_their_defaults(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.accounts (id bigserial PRIMARY KEY, account text UNIQUE, "
+            "balance bigint, updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        ensure_schema(conn)
+    writer = PostgresWriter(
+        dsn=pg_dsn,
+        table="public.accounts",
+        columns=("account", "balance"),
+        mode="upsert",
+        key_columns=("account",),
+    )
+    frame = spark.sql(
+        "SELECT account, CAST(balance AS BIGINT) balance "
+        "FROM VALUES ('a', 1), ('b', 2) AS t(account, balance)"
+    ).coalesce(1)
+
+    results = _jvm(writer).run(frame, _task(writer, two_phase=False), ["account", "balance"])
+
+    assert results is not None and [r[2] for r in results] == [2]
+    assert _rows(
+        pg_dsn, "SELECT account, balance, updated_at IS NOT NULL FROM accounts ORDER BY account"
+    ) == [("a", 1, True), ("b", 2, True)]
+
+
+DEAD_DDL = "CREATE TABLE public.dead (pipeline text, batch_id bigint, raw text, reason text)"
+
+
+def _refusing(writer: PostgresWriter, *, two_phase: bool = False) -> WriterTask:
+    return replace(_task(writer, two_phase=two_phase), refused_table="public.dead")
+
+
+def test_refused_rows_of_a_task_of_several_flushes_are_dead_letters_and_the_rest_lands(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for table in ("ids", "ids_py"):
+            conn.execute(f"CREATE TABLE public.{table} (id bigint CHECK (id NOT IN (7, 123456)))")
+        conn.execute(DEAD_DDL)
+        ensure_schema(conn)
+    frame = spark.range(0, 200_000, numPartitions=1)  # ~2.8 MB of binary COPY: 3 flushes
+    jvm = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
+    python = PostgresWriter(dsn=pg_dsn, table="public.ids_py", columns=("id",))
+
+    results = _jvm(jvm).run(frame, _refusing(jvm, two_phase=True), ["id"])
+    py_results = ArrowWriteJob(arrow_task_writer(_refusing(python, two_phase=True))).run(
+        frame, ["id"], 5
+    )
+
+    assert results is not None and [r[2:] for r in results] == [(199_998, 2)]
+    assert [r[2:] for r in py_results] == [(199_998, 2)]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for (gid,) in conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall():
+            conn.execute(f"COMMIT PREPARED '{gid}'")  # the dead letters were in the same one
+    for table in ("ids", "ids_py"):
+        assert _rows(pg_dsn, f"SELECT count(*), sum(id) FROM {table}") == [
+            (199_998, sum(range(200_000)) - 7 - 123_456)
+        ]
+    dead = _rows(pg_dsn, "SELECT pipeline, batch_id, raw, reason FROM dead ORDER BY raw, reason")
+    assert [(p, b, json.loads(r)) for p, b, r, _ in dead] == [
+        ("test/kinds", 5, {"id": 123456}),
+        ("test/kinds", 5, {"id": 123456}),
+        ("test/kinds", 5, {"id": 7}),
+        ("test/kinds", 5, {"id": 7}),
+    ]
+    reasons = {reason for *_, reason in dead}
+    assert reasons == {
+        f"public.{t} refused the record: SQLSTATE 23514, constraint {t}_id_check: new row for "
+        f'relation "{t}" violates check constraint "{t}_id_check" (Failing row contains ({i}).)'
+        for t in ("ids", "ids_py")
+        for i in (7, 123456)
+    }
+
+
+def test_an_instant_near_sparks_earliest_is_refused_not_wrapped_into_the_far_future(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.events (id bigint, at timestamptz)")
+    writer = PostgresWriter(dsn=pg_dsn, table="public.events", columns=("id", "at"))
+    frame = spark.sql(
+        "SELECT CAST(id AS BIGINT) id, timestamp_micros(micros) at FROM VALUES "
+        "(1, 0L), (2, -9223372036854775000L) AS t(id, micros)"
+    ).coalesce(1)
+
+    # onRefusedRecord: fail, so the refusal itself shows (a dead letter is the default).
+    with pytest.raises(Exception, match="SQLSTATE 22008, column at: timestamp out of range"):
+        _jvm(writer).run(frame, _task(writer, two_phase=False), ["id", "at"])
+
+    assert _rows(pg_dsn, "SELECT count(*) FROM events") == [(0,)]
+
+
+def test_a_written_column_dropped_after_the_driver_read_its_type_fails_the_task_naming_it(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.pairs (id bigint, note text)")
+    writer = PostgresWriter(dsn=pg_dsn, table="public.pairs", columns=("id", "note"))
+    jvm = _jvm(writer)
+    frame = spark.sql("SELECT CAST(1 AS BIGINT) id, 'a' note").coalesce(1)
+    assert jvm.run(frame, _task(writer, two_phase=False), ["id", "note"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE public.pairs DROP COLUMN note")
+
+    with pytest.raises(Exception, match=r"column note of .* is gone"):
+        jvm.run(frame, _task(writer, two_phase=False), ["id", "note"])
+
+
+@pytest.mark.parametrize("mode", ["append", "upsert"])
+def test_a_write_that_outlasts_the_socket_timeout_still_lands(
+    spark: SparkSession, pg_dsn: str, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    monkeypatch.setattr(jvm_writer, "SOCKET_TIMEOUT_SECONDS", 2)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.slow (id bigint PRIMARY KEY)")
+        conn.execute(
+            "CREATE FUNCTION public.nap() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN PERFORM pg_sleep(3); RETURN NULL; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER nap AFTER INSERT ON public.slow "
+            "FOR EACH STATEMENT EXECUTE FUNCTION public.nap()"
+        )
+        ensure_schema(conn)
+    upsert = {"mode": "upsert", "key_columns": ("id",)} if mode == "upsert" else {}
+    writer = PostgresWriter(dsn=pg_dsn, table="public.slow", columns=("id",), **upsert)  # type: ignore[arg-type]
+
+    results = _jvm(writer).run(
+        spark.range(0, 10, numPartitions=1), _task(writer, two_phase=False), ["id"]
+    )
+
+    assert results is not None and [r[2] for r in results] == [10]
+    assert _rows(pg_dsn, "SELECT count(*) FROM slow") == [(10,)]

@@ -7,7 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 
+from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.coordinator import Prepared
+from eo_jobs.sinks.postgres.writer import PostgresWriter
 from tests.protocol import harness
 
 TASKS = 4
@@ -72,3 +74,31 @@ def test_an_upsert_batch_replayed_after_a_crash_gives_the_same_table(pg_dsn: str
     assert again.begin(harness.QUERY, 0, {"b": 0}) is not None
     assert _table(pg_dsn) == once
     assert once[0] == (0, 175, 175)
+
+
+def test_an_upsert_target_with_columns_it_does_not_write_takes_their_defaults(
+    pg_dsn: str,
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.accounts (id bigserial PRIMARY KEY, account text UNIQUE, "
+            "balance bigint, updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        ensure_schema(conn)  # the staging tables live in schema eo
+    writer = PostgresWriter(
+        dsn=pg_dsn,
+        table="public.accounts",
+        columns=("account", "balance"),
+        mode="upsert",
+        key_columns=("account",),
+    )
+
+    merged = writer.write([("a", 1), ("b", 2), ("a", 3)], gid=None, pipeline="p", batch_id=0)
+    writer.write([("b", 4)], gid=None, pipeline="p", batch_id=1)
+
+    assert merged == 2
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, account, balance, updated_at IS NOT NULL FROM accounts ORDER BY account"
+        ).fetchall()
+    assert rows == [(1, "a", 3, True), (2, "b", 4, True)]

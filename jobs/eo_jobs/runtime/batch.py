@@ -268,11 +268,12 @@ class ForeachBatch:
             storable, unstorable = split_unstorable(out, self._upsert_keys())
             written = Written()
             for sink in ctx.spec.sinks:
-                for s, gid, count, _ in self._write_sink(storable, sink.name, query_id, batch_id):
+                for s, gid, count, dl in self._write_sink(storable, sink.name, query_id, batch_id):
                     written.prepared.append(Prepared(s, gid, count))
+                    written.dead_letters += dl  # records the table refused
             dead = poison + failed + unstorable
             written.prepared.append(self._write_dead_letters(dead, query_id, batch_id))
-            written.dead_letters = len(dead)
+            written.dead_letters += len(dead)
             out.unpersist()
             return written
         finally:
@@ -309,6 +310,7 @@ class ForeachBatch:
             two_phase=self.two_phase,
             driver_pid=os.getpid(),
             dead_letters=dead_letters,
+            refused_table=None if spec.on_refused_record == "fail" else ctx.dead_letters.table,
         )
         watching = (
             contextlib.nullcontext()

@@ -8,7 +8,8 @@ the JVM, straight from Spark's rows, wrote 723k rows/s where the same task in Py
 539k (bench/README.md, 2026-11-27). ``jvm/writer`` is that task (``dev.eo.writer``), with the
 same transaction as the Python task (``runtime.task``): TimeZone UTC and lock_timeout, the rows
 (an upsert's through a staging table of the task's own, merged by ``PostgresWriter``'s
-statements), the dead letters in the same transaction, the marker, PREPARE under the same gid.
+statements), the dead letters in the same transaction, the marker, PREPARE under the same gid,
+and the same handling of records the table refuses (``sinks.postgres.refusals``).
 
 It is used for a sink when everything it needs holds, else the sink keeps the Python writer
 and the driver says why (event ``writer``):
@@ -47,6 +48,7 @@ from eo_jobs.protocol.xa import MARKER_SQL
 from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import COLUMN_TYPES_SQL, DL_RAW, DL_REASON, column_types
+from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_DDL
 from eo_jobs.sinks.postgres.writer import SESSION_SQL, PostgresWriter, table_identifier
 
 ENTRY = "dev.eo.writer.PreparedCopy"
@@ -57,7 +59,9 @@ STAGE = "@@STAGE@@"
 SOCKET_TIMEOUT_SECONDS = 120
 """pgJDBC sets no TCP keepalive timing (the system's default notices a vanished peer after
 two hours); a task that hears nothing from its server for this long fails instead. It waits
-at most ``lock_timeout`` for a lock, so only a lost server goes quiet for this long."""
+at most ``lock_timeout`` for a lock, so only a lost server goes quiet for this long, except in
+the statements whose time grows with the rows (the end of a COPY, an upsert's merge), which
+the tasks run without it (``TaskWriter.unbounded``): a big batch must not fail on every try."""
 JDBC_PARAMETERS = frozenset(
     {
         "host",
@@ -225,12 +229,26 @@ class JvmWriter:
             "deadLetterSql": None
             if dead is None
             else dead.copy_statement(table_identifier(dead.table)).as_string(),
+            **self._refused_spec(task),
             "gidPrefix": gid[: -len("0:0")],
             "twoPhase": task.two_phase,
             "pipeline": task.pipeline,
             "batchId": task.batch_id,
             "fault": armed_action("after-some-prepared", task.batch_id),
             "driverPid": task.driver_pid,
+        }
+
+    @staticmethod
+    def _refused_spec(task: WriterTask) -> dict[str, str | None]:
+        """Where records the table refuses go (``sinks.postgres.refusals``); None: they fail."""
+        letters = task.refused_letters()
+        if letters is None:
+            return {"refusedSql": None, "refusedTable": None, "refusedCreateSql": None}
+        table = table_identifier(letters.table)
+        return {
+            "refusedSql": letters.copy_statement(table).as_string(),
+            "refusedTable": table.as_string(),
+            "refusedCreateSql": sql.SQL(DEAD_LETTER_DDL).format(table).as_string(),
         }
 
     @functools.cached_property
@@ -248,6 +266,7 @@ class JvmWriter:
                 "stageSql": None,
                 "mergeSql": None,
                 "dropSql": None,
+                "clearSql": None,
             }
         else:
             stage = sql.Identifier("eo", f"stage_{STAGE}")
@@ -257,6 +276,7 @@ class JvmWriter:
                 "stageSql": create.as_string(),
                 "mergeSql": merge.as_string(),
                 "dropSql": drop.as_string(),
+                "clearSql": writer.clear_statement(stage).as_string(),
             }
         return {
             "url": self.target.url,
@@ -267,6 +287,7 @@ class JvmWriter:
             "typesSql": _jdbc(COLUMN_TYPES_SQL),
             "markerSql": _jdbc(MARKER_SQL),
             "table": table.as_string(),
+            "tableName": writer.table,
             "columns": list(writer.columns),
             "lockTimeoutMs": writer.lock_timeout_ms,
             "reopenSeconds": REOPEN_SECONDS,

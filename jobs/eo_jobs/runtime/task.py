@@ -6,7 +6,8 @@ restarts at 0 in a stage retry, so a re-run task would reuse the gid of a task o
 attempt that may still be prepared (its marker insert then waits on the old one's lock); a
 unique id cannot collide. The transaction is prepared under the gid in exactly-once mode and
 committed otherwise. The first sink's tasks also write the batch's dead letters (same database,
-same transaction); other sinks' tasks drop them.
+same transaction); other sinks' tasks drop them. Every sink's tasks write the records its own
+table refuses as dead letters in their own transaction (``sinks.postgres.refusals``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from pyspark import TaskContext
 
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
-from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, arrow_body
+from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, Refused, arrow_body
+from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
 
@@ -36,6 +38,18 @@ class WriterTask:
     two_phase: bool
     driver_pid: int
     dead_letters: PostgresWriter | None = None
+    refused_table: str | None = None
+    """The dead-letter table (``schema.table``, in this sink's database) that records the
+    table refuses go to (``sinks.postgres.refusals``); None: such a record fails the task,
+    naming the batch (``onRefusedRecord: fail``)."""
+
+    def refused_letters(self) -> PostgresWriter | None:
+        """The writer of this sink's refused records, None when they fail the task."""
+        if self.refused_table is None:
+            return None
+        return PostgresWriter(
+            dsn=self.writer.dsn, table=self.refused_table, columns=DEAD_LETTER_COLUMNS
+        )
 
     def gid(self, partition: int, attempt_id: int) -> str:
         """The gid of the attempt ``attempt_id`` of writer task ``partition``."""
@@ -63,8 +77,13 @@ class WriterTask:
             if self.dead_letters is None
             else DeadLetters(self.dead_letters, self.pipeline, self.batch_id)
         )
+        letters = self.refused_letters()
+        refused = Refused(
+            self.batch_id,
+            None if letters is None else DeadLetters(letters, self.pipeline, self.batch_id),
+        )
         count = self.writer.write_with(
-            arrow_body(self.writer, batches, dead),
+            arrow_body(self.writer, batches, dead, refused),
             gid=gid if self.two_phase else None,
             pipeline=self.pipeline,
             batch_id=self.batch_id,
@@ -76,4 +95,7 @@ class WriterTask:
                 pid=self.driver_pid,
                 first_attempt=context.attemptNumber() == 0,
             )
-        return (self.sink, gid, count, len(dead.rows) if dead else 0)
+        dead_count = (len(dead.rows) if dead else 0) + len(
+            refused.letters.rows if refused.letters else []
+        )
+        return (self.sink, gid, count, dead_count)

@@ -322,6 +322,12 @@ class PostgresSink(Model):
     shuffle does not keep source order): set it whenever a key can change twice."""
     writer_partitions: Annotated[int, Field(ge=1, le=256)] = 2
     """Writer tasks (and so prepared transactions) per batch for this sink."""
+    on_refused_record: Literal["deadLetter", "fail"] = "deadLetter"
+    """A record the table refuses (NOT NULL, varchar(n) length, CHECK, foreign key, unique
+    index, a date or character the database cannot hold: SQLSTATE class 22 or 23): deadLetter
+    stores it in the dead-letter table of the sink's database, with the database's SQLSTATE,
+    column and message, and writes the rest of the batch; fail stops the pipeline with the
+    batch, the column and the database's message."""
 
     @model_validator(mode="after")
     def _upsert_needs_keys(self) -> PostgresSink:

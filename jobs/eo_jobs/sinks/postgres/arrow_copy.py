@@ -13,8 +13,8 @@ parses into whatever the column's type is. Quoting every non-null value and leav
 unquoted and empty keeps NULL and the empty string apart; timestamps with a zone are written
 with their offset (``...Z``), so PostgreSQL stores the same instant whatever its ``TimeZone``,
 and zone-less ones (``TIMESTAMP_NTZ``) keep their wall time. An upsert feeds its staging table
-(``LIKE`` the target) the same way. Types CSV cannot carry (binary, nested) go through Python
-rows instead, with timestamps as the same ISO text.
+(the target's written columns, same types) the same way. Types CSV cannot carry (binary,
+nested) go through Python rows instead, with timestamps as the same ISO text.
 
 A batch may carry dead letters beside its rows (columns ``_eo_dl_raw`` and ``_eo_dl_reason``,
 see ``runtime.one_pass``): rows with a reason are split off in Arrow and, for the task that
@@ -36,7 +36,21 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
 from psycopg import sql
 
-from eo_jobs.sinks.postgres.writer import Feed, PostgresWriter, storable_text, table_identifier
+from eo_jobs.sinks.postgres.refusals import (
+    Refusal,
+    RefusedRecordError,
+    ensure_dead_letter_table,
+    is_refusal,
+    isolate,
+    record_json,
+)
+from eo_jobs.sinks.postgres.writer import (
+    Feed,
+    PostgresWriter,
+    rows_feed,
+    storable_text,
+    table_identifier,
+)
 
 CSV_WRITE = pa_csv.WriteOptions(include_header=False, quoting_style="all_valid")
 BINARY_TARGETS: dict[str, frozenset[str]] = {
@@ -70,13 +84,27 @@ class DeadLetters:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
     def take(self, batch: Any) -> None:
-        """Keep the dead letters of one record batch (raw text and reason, NUL escaped)."""
-        raws = batch.column(DL_RAW).to_pylist()
-        reasons = batch.column(DL_REASON).to_pylist()
+        """Keep the dead letters of one record batch (raw text and reason, NUL escaped).
+
+        The raw text is the record's bytes as the source gave them (Kafka's value, a JSON
+        line Jackson could not read), not always UTF-8: it is read as bytes and decoded with
+        replacement, as the JVM writer does, so that a Latin-1 line is a dead letter too
+        rather than a task that fails on every attempt.
+        """
+        raws = _texts(batch.column(DL_RAW))
+        reasons = _texts(batch.column(DL_REASON))
         for raw, reason in zip(raws, reasons, strict=True):
-            self.rows.append(
-                (self.pipeline, self.batch_id, storable_text(raw), storable_text(reason))
-            )
+            self.add(raw, reason)
+
+    def add(self, raw: str | None, reason: str | None) -> None:
+        """Keep one dead letter."""
+        self.rows.append((self.pipeline, self.batch_id, storable_text(raw), storable_text(reason)))
+
+
+def _texts(column: Any) -> list[str | None]:
+    """A string column's values, bytes that are not UTF-8 replaced (U+FFFD)."""
+    raw = column.cast(pa.large_binary()).to_pylist()
+    return [None if v is None else bytes(v).decode("utf-8", errors="replace") for v in raw]
 
 
 def split_dead_letters(
@@ -190,7 +218,7 @@ def arrow_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
     """A COPY feed of record batches (``first`` then ``rest``): binary or CSV (see the module).
 
     It is given the statement without options and adds the format it chose; ``table`` is the
-    target whose column types decide (an upsert's staging table is ``LIKE`` it).
+    target whose column types decide (an upsert's staging table has its columns' types).
     """
 
     def feed(conn: psycopg.Connection[Any], statement: sql.Composed) -> int:
@@ -205,29 +233,113 @@ def arrow_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
     return feed
 
 
+@dataclass
+class Refused:
+    """What a task does with a record its table refuses (``refusals``): keep it as a dead
+    letter in ``letters``, or, when ``letters`` is None, fail naming ``batch_id``."""
+
+    batch_id: int
+    letters: DeadLetters | None
+
+
+def batches_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
+    """The COPY feed of ``first`` then ``rest`` (read as the COPY goes): Arrow (binary or CSV)
+    when the schema allows, else Python rows."""
+    if csv_writable(first.schema):
+        return arrow_feed(table, first, rest)
+    return rows_feed(python_rows(itertools.chain([first], rest)))
+
+
 def arrow_body(
-    writer: PostgresWriter, batches: Iterable[Any], dead: DeadLetters | None = None
+    writer: PostgresWriter,
+    batches: Iterable[Any],
+    dead: DeadLetters | None = None,
+    refused: Refused | None = None,
 ) -> Callable[[psycopg.Connection[Any]], int]:
     """The transaction body that writes ``batches`` through ``writer`` (see the module).
 
     It returns the sink's row count; ``dead``'s rows are copied after the sink's, in the same
-    transaction.
+    transaction. A write the table refuses (``refusals.is_refusal``) fails as it is without
+    ``refused``; with it, it fails naming the batch, or its rows are written again in pieces
+    and the refused ones join ``refused.letters`` (for that the record batches are kept, as
+    Spark handed them over, until the task's transaction ends).
     """
+    kept: list[Any] = []
     stream = split_dead_letters(batches, writer.columns, dead)
+    if refused is not None and refused.letters is not None:
+        stream = _keeping(stream, kept)
     first = next(stream, None)
     if first is None:
         rows = writer.rows_body(())
-    elif csv_writable(first.schema):
-        rows = writer.body(arrow_feed(writer.table, first, stream))
     else:
-        rows = writer.rows_body(python_rows(itertools.chain([first], stream)))
-    if dead is None:
-        return rows
+        rows = writer.body(batches_feed(writer.table, first, stream))
 
-    def with_dead_letters(conn: psycopg.Connection[Any]) -> int:
-        count = rows(conn)
-        if dead.rows:
+    def run(conn: psycopg.Connection[Any]) -> int:
+        try:
+            count = rows(conn)
+        except psycopg.Error as exc:
+            if refused is None or not is_refusal(exc):
+                raise
+            if refused.letters is None:
+                failure = Refusal.of(exc).failure(writer.table, refused.batch_id)
+                raise RefusedRecordError(failure) from exc
+            for _ in stream:  # the rest of the task's rows (and dead letters) are kept
+                pass
+            count = _isolating(conn, writer, kept, refused.letters)
+        if dead is not None and dead.rows:
             dead.writer.rows_body(dead.rows)(conn)
         return count
 
-    return with_dead_letters
+    return run
+
+
+def _keeping(stream: Iterator[Any], kept: list[Any]) -> Iterator[Any]:
+    for batch in stream:
+        kept.append(batch)
+        yield batch
+
+
+def _isolating(
+    conn: psycopg.Connection[Any], writer: PostgresWriter, kept: list[Any], letters: DeadLetters
+) -> int:
+    """The slow path (``refusals``): the transaction again, the rows in pieces; rows written.
+
+    Nothing precedes the rows in the task's transaction, so it is rolled back as a whole and
+    begun again; the refused rows are written to ``letters``' table at the end.
+    """
+    conn.rollback()
+    writer.begin(conn)
+    table = pa.Table.from_batches(kept)
+    names = list(table.column_names)
+    pieces = writer.pieces(conn)
+
+    def write(lo: int, hi: int) -> int:
+        piece = table.slice(lo, hi - lo).to_batches()
+        return pieces.write(batches_feed(writer.table, piece[0], piece[1:]))
+
+    refused: list[tuple[int, Refusal]] = []
+    count = isolate(conn, table.num_rows, write, lambda i, r: refused.append((i, r)))
+    pieces.close()
+    if refused:
+        for index, refusal in refused:
+            raw = record_json(names, _row_values(table, index))
+            letters.add(raw, refusal.reason(writer.table))
+        ensure_dead_letter_table(conn, letters.writer.conninfo(), letters.writer.table)
+        letters.writer.rows_body(letters.rows)(conn)
+    return count
+
+
+def _row_values(table: Any, index: int) -> list[Any]:
+    """Row ``index`` of ``table`` as Python values: text that is not UTF-8 as bytes, and a date
+    or time Python cannot hold (before year 1: PostgreSQL may have refused it for that) as
+    Arrow's text of it."""
+    values = []
+    for column in table.columns:
+        scalar = column[index]
+        try:
+            values.append(scalar.as_py())
+        except UnicodeDecodeError:
+            values.append(scalar.cast(pa.large_binary()).as_py())
+        except (OverflowError, ValueError):
+            values.append(scalar.cast(pa.string()).as_py())
+    return values

@@ -50,10 +50,34 @@ def storable_text(text: str | None) -> str:
     return (text or "").replace("\x00", "\\u0000")
 
 
+def rows_feed(rows: Iterable[Sequence[Any]]) -> Feed:
+    """A COPY feed of Python row tuples (psycopg adapts each value)."""
+
+    def copy_rows(conn: psycopg.Connection[Any], statement: sql.Composed) -> int:
+        count = 0
+        with conn.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+                count += 1
+        return count
+
+    return copy_rows
+
+
 def table_identifier(table: str) -> sql.Identifier:
     """``schema.table`` as a quoted identifier (never spliced as text)."""
     schema, _, name = table.partition(".")
     return sql.Identifier(schema, name)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """Writes pieces of a task's rows in its transaction (``PostgresWriter.pieces``)."""
+
+    write: Callable[[Feed], int]
+    """Runs one piece's feed; the piece's rows written (upsert: merged)."""
+    close: Callable[[], None]
+    """After the last piece (upsert: drops the staging table)."""
 
 
 @dataclass(frozen=True)
@@ -92,16 +116,7 @@ class PostgresWriter:
 
     def rows_body(self, rows: Iterable[Sequence[Any]]) -> Callable[[psycopg.Connection[Any]], int]:
         """The body of a transaction that writes Python row tuples (COPY, or staged upsert)."""
-
-        def copy_rows(conn: psycopg.Connection[Any], statement: sql.Composed) -> int:
-            count = 0
-            with conn.cursor() as cur, cur.copy(statement) as copy:
-                for row in rows:
-                    copy.write_row(row)
-                    count += 1
-            return count
-
-        return self.body(copy_rows)
+        return self.body(rows_feed(rows))
 
     def body(self, feed: Feed, options: str = "") -> Callable[[psycopg.Connection[Any]], int]:
         """A transaction body: ``feed`` runs the COPY it is given (with ``options``).
@@ -133,9 +148,9 @@ class PostgresWriter:
         # A task that starts while its server restarts (a crash, a failover) waits for it
         # rather than failing: Spark's few quick retries would all land in the same gap.
         with connect_patiently(
-            with_keepalives(self.dsn), REOPEN_SECONDS, connect_timeout=self.connect_timeout
+            self.conninfo(), REOPEN_SECONDS, connect_timeout=self.connect_timeout
         ) as conn:
-            conn.execute(SESSION_SQL, (str(self.lock_timeout_ms),))
+            self.begin(conn)
             count = body(conn)
             if gid is None:
                 conn.commit()
@@ -143,6 +158,20 @@ class PostgresWriter:
                 write_marker(conn, gid, pipeline, batch_id, count)
                 prepare(conn, gid)
         return count
+
+    def conninfo(self) -> str:
+        """The DSN with keepalives, and UTF-8 declared as the client encoding.
+
+        Every byte this writer sends is UTF-8 (psycopg's rows, Arrow's CSV, pgpq's binary
+        text). Left to the server default, a LATIN1 database would take those bytes as LATIN1
+        and store mojibake; declared, the server converts, and a character the database
+        cannot hold is refused (SQLSTATE 22P05), which makes its record a dead letter.
+        """
+        return psycopg.conninfo.make_conninfo(with_keepalives(self.dsn), client_encoding="UTF8")
+
+    def begin(self, conn: psycopg.Connection[Any]) -> None:
+        """The transaction's settings (``SESSION_SQL``), first in every writer transaction."""
+        conn.execute(SESSION_SQL, (str(self.lock_timeout_ms),))
 
     def copy_statement(self, table: sql.Composable, options: str = "") -> sql.Composed:
         """``COPY table (columns) FROM STDIN`` with optional ``(...)`` options."""
@@ -170,11 +199,57 @@ class PostgresWriter:
         to PREPARE a transaction that touched a *temporary* table, not an unlogged one). Its
         identity column keeps the input order, so "the later row wins among equal versions"
         means the same in one batch as across batches.
+
+        It holds the written columns only, made by ``CREATE TABLE ... AS SELECT`` from the
+        target: their types, typmods and collations (binary COPY's type check holds for the
+        stage as for the target), and no constraint. ``LIKE`` would copy every column's NOT
+        NULL, so a target column the pipeline does not write (``id bigserial``,
+        ``updated_at ... NOT NULL DEFAULT now()``) would be NULL in the stage and fail every
+        batch; the target's own constraints and defaults apply at the merge.
         """
+        columns = sql.SQL(", ").join(map(sql.Identifier, self.columns))
         create = sql.SQL(
-            "CREATE UNLOGGED TABLE {} (LIKE {}, {} bigint GENERATED ALWAYS AS IDENTITY)"
-        ).format(stage, table_identifier(self.table), sql.Identifier(ORDINAL))
+            "CREATE UNLOGGED TABLE {stage} AS SELECT {columns} FROM {target} WITH NO DATA; "
+            "ALTER TABLE {stage} ADD COLUMN {ordinal} bigint GENERATED ALWAYS AS IDENTITY"
+        ).format(
+            stage=stage,
+            columns=columns,
+            target=table_identifier(self.table),
+            ordinal=sql.Identifier(ORDINAL),
+        )
         return create, self._merge_sql(stage), sql.SQL("DROP TABLE {}").format(stage)
+
+    def pieces(self, conn: psycopg.Connection[Any]) -> Pieces:
+        """A writer of one piece of rows at a time, for ``refusals.isolate`` (the slow path).
+
+        Append copies each piece into the table. Upsert keeps one staging table for every
+        piece (a table per piece would hold a lock each until the transaction ends): each
+        piece is copied into it, merged, and deleted from it, so a piece rolled back to its
+        savepoint leaves the stage as it was.
+        """
+        if self.mode == "append":
+            target = table_identifier(self.table)
+            return Pieces(lambda feed: feed(conn, self.copy_statement(target)), lambda: None)
+        stage = sql.Identifier("eo", f"stage_{uuid.uuid4().hex}")
+        create, merge, drop = self.upsert_statements(stage)
+        clear = self.clear_statement(stage)
+        conn.execute(create)
+
+        def piece(feed: Feed) -> int:
+            feed(conn, self.copy_statement(stage))
+            merged = conn.execute(merge).rowcount
+            conn.execute(clear)
+            return merged
+
+        def close() -> None:
+            conn.execute(drop)
+
+        return Pieces(piece, close)
+
+    @staticmethod
+    def clear_statement(stage: sql.Identifier) -> sql.Composed:
+        """Empty the staging table after a piece was merged (``pieces``)."""
+        return sql.SQL("DELETE FROM {}").format(stage)
 
     def _merge_sql(self, stage: sql.Identifier) -> sql.Composed:
         updates = [c for c in self.columns if c not in self.key_columns]

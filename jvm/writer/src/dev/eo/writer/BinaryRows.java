@@ -16,6 +16,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 final class BinaryRows {
   /** Microseconds between 1970-01-01 and PostgreSQL's epoch, 2000-01-01 (UTC). */
   static final long PG_EPOCH_MICROS = 946_684_800_000_000L;
+  /** A timestamp PostgreSQL's receive function refuses: not ±infinity, and before 4713 BC. */
+  static final long OUT_OF_RANGE = Long.MIN_VALUE + 1;
   /** Days between 1970-01-01 and 2000-01-01. */
   static final int PG_EPOCH_DAYS = 10_957;
   private static final byte[] SIGNATURE = {
@@ -57,11 +59,24 @@ final class BinaryRows {
         case FLOAT8 -> { int32(8); int64(Double.doubleToRawLongBits(row.getDouble(i))); }
         case FLOAT4 -> { int32(4); int32(Float.floatToRawIntBits(row.getFloat(i))); }
         case TEXT -> text(row.getUTF8String(i));
-        case TIMESTAMP -> { int32(8); int64(row.getLong(i) - PG_EPOCH_MICROS); }
+        case TIMESTAMP -> { int32(8); int64(pgMicros(row.getLong(i))); }
         case DATE -> { int32(4); int32(row.getInt(i) - PG_EPOCH_DAYS); }
         default -> throw new IllegalStateException("unknown kind " + kinds[i]);
       }
     }
+  }
+
+  /**
+   * Microseconds since PostgreSQL's epoch. Within about 30 years of Spark's earliest instant
+   * the difference would wrap to a valid timestamp near year 294247, stored silently; such an
+   * instant is sent as {@link #OUT_OF_RANGE} instead, which PostgreSQL refuses (22008, as it
+   * refuses anything before 4713 BC), so the row is a refused record, never a wrong value.
+   */
+  static long pgMicros(long unixMicros) {
+    if (unixMicros < Long.MIN_VALUE + PG_EPOCH_MICROS) {
+      return OUT_OF_RANGE;
+    }
+    return unixMicros - PG_EPOCH_MICROS;
   }
 
   private void text(UTF8String value) {
@@ -74,8 +89,12 @@ final class BinaryRows {
   }
 
   void raw(byte[] source, int n) {
+    raw(source, 0, n);
+  }
+
+  void raw(byte[] source, int offset, int n) {
     ensure(n);
-    System.arraycopy(source, 0, bytes, length, n);
+    System.arraycopy(source, offset, bytes, length, n);
     length += n;
   }
 

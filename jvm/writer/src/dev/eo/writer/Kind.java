@@ -41,6 +41,12 @@ enum Kind {
     this.accepted = accepted;
   }
 
+  /** Whether a column of type {@code typname} reads this kind; a missing column (null) does not. */
+  boolean accepts(String typname) {
+    // Set.of(...).contains(null) throws NullPointerException rather than answering.
+    return typname != null && accepted.contains(typname);
+  }
+
   /** The kind of a Spark type, or null when there is none. */
   static Kind of(DataType type) {
     if (type instanceof LongType) return INT8;

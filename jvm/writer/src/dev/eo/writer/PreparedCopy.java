@@ -31,7 +31,7 @@ public final class PreparedCopy {
       }
       kinds[i] = Kind.of(fields[i].dataType());
       String target = spec.targetTypes.get(column);
-      if (kinds[i] == null || !kinds[i].accepted.contains(target)) {
+      if (kinds[i] == null || !kinds[i].accepts(target)) {
         return new String[] {
           UNFIT + "column " + column + ": Spark " + fields[i].dataType().simpleString()
               + " into " + target + " has no binary COPY form"

@@ -48,6 +48,17 @@ public final class Spec implements Serializable {
   /** {@code COPY dead-letter table (pipeline, batch_id, raw, reason) FROM STDIN}; null: this
    * sink's tasks drop dead letters (another sink's tasks write them). */
   public String deadLetterSql;
+  /** Empties an upsert's staging table after a piece was merged (the slow path). */
+  public String clearSql;
+  /** The target table as the dead letters name it ({@code schema.table}). */
+  public String tableName;
+  /** {@code COPY dead-letter table (pipeline, batch_id, raw, reason) FROM STDIN} in this
+   * sink's database, for records the table refuses; null: such a record fails the task. */
+  public String refusedSql;
+  /** That dead-letter table as {@code regclass} text, for {@code to_regclass}. */
+  public String refusedTable;
+  /** Creates that table when {@code to_regclass} does not find it. */
+  public String refusedCreateSql;
   /** {@code eo1:pipeline:query:sink:epoch:batch:}, the gid without task and attempt. */
   public String gidPrefix;
   /** Prepare (exactly-once) or commit (at-least-once). */

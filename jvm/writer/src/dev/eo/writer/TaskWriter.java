@@ -25,7 +25,10 @@ import org.postgresql.copy.CopyManager;
  * One writer task: its partition's rows in one transaction, prepared under its gid (or
  * committed), the same steps as the Python writer task ({@code eo_jobs.runtime.task}):
  * TimeZone UTC and lock_timeout for the transaction, the rows by COPY, the dead letters by
- * COPY into the dead-letter table, the participant's marker, PREPARE TRANSACTION.
+ * COPY into the dead-letter table, the participant's marker, PREPARE TRANSACTION. A write the
+ * table refuses (SQLSTATE class 22 or 23) either fails naming the batch ({@code
+ * onRefusedRecord: fail}) or is written again in pieces ({@link Refusals}), its refused rows
+ * becoming dead letters in the same transaction.
  */
 final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iterator<String>> {
   private static final long serialVersionUID = 1L;
@@ -51,22 +54,35 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
     int dead;
     try (Connection conn = Connections.open(spec)) {
       conn.setAutoCommit(false);
-      try (PreparedStatement set = conn.prepareStatement(spec.sessionSql)) {
-        set.setString(1, Integer.toString(spec.lockTimeoutMs));
-        set.execute();
-      }
+      begin(conn);
       checkTypes(conn);
       CopyManager copy = conn.unwrap(PGConnection.class).getCopyAPI();
       List<String[]> deadLetters = new ArrayList<>();
-      if (spec.stageSql == null) {
-        count = copyRows(copy, spec.copySql, rows, deadLetters);
-      } else {
-        count = upsert(conn, copy, rows, deadLetters);
+      List<String[]> refused = new ArrayList<>();
+      Refusals.Kept kept = spec.refusedSql == null ? null : new Refusals.Kept();
+      try {
+        if (spec.stageSql == null) {
+          count = copyRows(conn, copy, spec.copySql, rows, deadLetters, kept);
+        } else {
+          count = upsert(conn, copy, rows, deadLetters, kept);
+        }
+      } catch (SQLException e) {
+        if (!Refusals.isRefusal(e)) throw e;
+        if (kept == null) {
+          throw new IllegalStateException(
+              "batch " + spec.batchId + ": " + spec.tableName
+                  + " refused a record (onRefusedRecord: fail): " + Refusals.words(e), e);
+        }
+        count = isolating(conn, copy, kept, refused);
       }
-      dead = deadLetters.size();
-      if (dead > 0) {
-        copyDeadLetters(copy, deadLetters);
+      if (!deadLetters.isEmpty()) {
+        copyDeadLetters(copy, spec.deadLetterSql, deadLetters);
       }
+      if (!refused.isEmpty()) {
+        ensureRefusedTable(conn);
+        copyDeadLetters(copy, spec.refusedSql, refused);
+      }
+      dead = deadLetters.size() + refused.size();
       if (spec.twoPhase) {
         try (PreparedStatement marker = conn.prepareStatement(spec.markerSql)) {
           marker.setString(1, gid);
@@ -88,6 +104,108 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
     return List.of(gid + "\t" + count + "\t" + dead).iterator();
   }
 
+  /** A call to the server that returns a row count. */
+  private interface Counted {
+    long run() throws SQLException;
+  }
+
+  /**
+   * {@code call} without the socket timeout: the statements whose time grows with the rows
+   * (the end of a COPY, which waits for the rows' triggers and foreign-key checks; an upsert's
+   * merge, which sorts the stage and probes the index per row) may take longer than any
+   * fixed bound, and a timeout would fail them on every attempt and replay alike. The timeout
+   * stays for everything else, where only a lost server is that quiet.
+   */
+  private static long unbounded(Connection conn, Counted call) throws SQLException {
+    int before = conn.getNetworkTimeout();
+    conn.setNetworkTimeout(Runnable::run, 0);
+    try {
+      return call.run();
+    } finally {
+      conn.setNetworkTimeout(Runnable::run, before);
+    }
+  }
+
+  /** The transaction's settings ({@code SESSION_SQL}), first in every writer transaction. */
+  private void begin(Connection conn) throws SQLException {
+    try (PreparedStatement set = conn.prepareStatement(spec.sessionSql)) {
+      set.setString(1, Integer.toString(spec.lockTimeoutMs));
+      set.execute();
+    }
+  }
+
+  /**
+   * The slow path ({@link Refusals}): the transaction again (nothing precedes the rows in it),
+   * the kept rows in pieces under savepoints; refused rows into {@code refused} as
+   * (raw JSON, reason); rows written. An upsert keeps one staging table for every piece:
+   * copied into, merged, emptied.
+   */
+  private long isolating(
+      Connection conn, CopyManager copy, Refusals.Kept kept, List<String[]> refused)
+      throws SQLException {
+    conn.rollback();
+    begin(conn);
+    String stage = UUID.randomUUID().toString().replace("-", "");
+    try (Statement statement = conn.createStatement()) {
+      if (spec.stageSql != null) {
+        statement.execute(spec.stageSql.replace(Spec.STAGE, stage));
+      }
+      String copySql = spec.copySql.replace(Spec.STAGE, stage);
+      Refusals.Piece piece =
+          (lo, hi) -> {
+            byte[] payload = kept.piece(lo, hi);
+            CopyIn in = copy.copyIn(copySql);
+            try {
+              in.writeToCopy(payload, 0, payload.length);
+              long written = unbounded(conn, in::endCopy);
+              if (spec.stageSql == null) return written;
+              String merge = spec.mergeSql.replace(Spec.STAGE, stage);
+              long merged = unbounded(conn, () -> statement.executeLargeUpdate(merge));
+              statement.execute(spec.clearSql.replace(Spec.STAGE, stage));
+              return merged;
+            } finally {
+              if (in.isActive()) in.cancelCopy();
+            }
+          };
+      Refusals.Refuse refuse =
+          (index, e) ->
+              refused.add(
+                  new String[] {
+                    kept.json(index, spec.columns, kinds),
+                    spec.tableName + " refused the record: " + Refusals.words(e)
+                  });
+      long count = Refusals.isolate(conn, kept.rows().size(), piece, refuse);
+      if (spec.stageSql != null) {
+        statement.execute(spec.dropSql.replace(Spec.STAGE, stage));
+      }
+      return count;
+    }
+  }
+
+  /**
+   * The dead-letter table of this sink's database, made (in a transaction of its own, so
+   * that two tasks never wait on each other's prepared one) when {@code to_regclass} does not
+   * find it.
+   */
+  private void ensureRefusedTable(Connection conn) throws SQLException {
+    try (PreparedStatement find = conn.prepareStatement("SELECT to_regclass(?)")) {
+      find.setString(1, spec.refusedTable);
+      try (ResultSet rs = find.executeQuery()) {
+        if (rs.next() && rs.getString(1) != null) return;
+      }
+    }
+    try (Connection other = Connections.open(spec); Statement create = other.createStatement()) {
+      other.setAutoCommit(true);
+      create.execute(spec.refusedCreateSql);
+    } catch (SQLException e) {
+      String state = e.getSQLState();
+      if (!"42P07".equals(state) && !"23505".equals(state)) throw e; // made by another task
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new SQLException("interrupted while connecting", e);
+    }
+  }
+
   /** The target's column types must still be the ones the driver chose binary COPY for. */
   private void checkTypes(Connection conn) throws SQLException {
     Map<String, String> found = new HashMap<>();
@@ -102,7 +220,12 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
     for (int i = 0; i < spec.columns.size(); i++) {
       String column = spec.columns.get(i);
       String type = found.get(column);
-      if (!kinds[i].accepted.contains(type)) {
+      if (type == null) {
+        throw new IllegalStateException(
+            "column " + column + " of " + spec.table + " is gone (the table changed after the"
+                + " driver chose its writer); restart the pipeline");
+      }
+      if (!kinds[i].accepts(type)) {
         throw new IllegalStateException(
             "column " + column + " of " + spec.table + " is of type " + type
                 + " now, which binary COPY of a " + kinds[i] + " value cannot fill (the"
@@ -116,24 +239,40 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
    * one statement, the stage dropped, as {@code PostgresWriter._upsert} does; rows merged.
    */
   private long upsert(
-      Connection conn, CopyManager copy, Iterator<InternalRow> rows, List<String[]> deadLetters)
+      Connection conn,
+      CopyManager copy,
+      Iterator<InternalRow> rows,
+      List<String[]> deadLetters,
+      Refusals.Kept kept)
       throws SQLException {
     String stage = UUID.randomUUID().toString().replace("-", "");
     try (Statement statement = conn.createStatement()) {
       statement.execute(spec.stageSql.replace(Spec.STAGE, stage));
-      copyRows(copy, spec.copySql.replace(Spec.STAGE, stage), rows, deadLetters);
-      long merged = statement.executeLargeUpdate(spec.mergeSql.replace(Spec.STAGE, stage));
+      copyRows(conn, copy, spec.copySql.replace(Spec.STAGE, stage), rows, deadLetters, kept);
+      String merge = spec.mergeSql.replace(Spec.STAGE, stage);
+      long merged = unbounded(conn, () -> statement.executeLargeUpdate(merge));
       statement.execute(spec.dropSql.replace(Spec.STAGE, stage));
       return merged;
     }
   }
 
+  /**
+   * The rows by binary COPY; rows copied. With {@code kept}, every flushed segment is kept
+   * (a new buffer per flush instead of reusing one) for {@link #isolating}, and a refused COPY
+   * still reads the rest of the rows (and their dead letters) before it throws.
+   */
   private long copyRows(
-      CopyManager copy, String copySql, Iterator<InternalRow> rows, List<String[]> deadLetters)
+      Connection conn,
+      CopyManager copy,
+      String copySql,
+      Iterator<InternalRow> rows,
+      List<String[]> deadLetters,
+      Refusals.Kept kept)
       throws SQLException {
     BinaryRows out = new BinaryRows(FLUSH_BYTES + (FLUSH_BYTES >> 2));
     CopyIn in = copy.copyIn(copySql);
     long count = 0;
+    SQLException failed = null;
     try {
       out.header();
       while (rows.hasNext()) {
@@ -147,13 +286,27 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
         out.row(row, kinds);
         count++;
         if (out.length >= FLUSH_BYTES) {
-          in.writeToCopy(out.bytes, 0, out.length);
-          out.length = 0;
+          if (failed == null) {
+            try {
+              in.writeToCopy(out.bytes, 0, out.length);
+            } catch (SQLException e) {
+              if (kept == null) throw e;
+              failed = e;
+            }
+          }
+          if (kept == null) {
+            out.length = 0;
+          } else {
+            kept.add(out.bytes, out.length);
+            out = new BinaryRows(FLUSH_BYTES + (FLUSH_BYTES >> 2));
+          }
         }
       }
       out.trailer();
+      if (kept != null) kept.add(out.bytes, out.length);
+      if (failed != null) throw failed;
       in.writeToCopy(out.bytes, 0, out.length);
-      in.endCopy();
+      unbounded(conn, in::endCopy);
     } finally {
       if (in.isActive()) {
         in.cancelCopy();
@@ -167,7 +320,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
   }
 
   /** The dead letters in COPY's text format: (pipeline, batch_id, raw, reason). */
-  private void copyDeadLetters(CopyManager copy, List<String[]> deadLetters)
+  private void copyDeadLetters(CopyManager copy, String copySql, List<String[]> deadLetters)
       throws SQLException, IOException {
     StringBuilder text = new StringBuilder();
     String prefix = escape(spec.pipeline) + "\t" + spec.batchId + "\t";
@@ -176,7 +329,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
       text.append(escape(storable(letter[1]))).append('\n');
     }
     byte[] bytes = text.toString().getBytes(StandardCharsets.UTF_8);
-    copy.copyIn(spec.deadLetterSql, new java.io.ByteArrayInputStream(bytes));
+    copy.copyIn(copySql, new java.io.ByteArrayInputStream(bytes));
   }
 
   /** Text PostgreSQL accepts: NUL spelled {@code \u0000}, as {@code storable_text} does. */

@@ -1,0 +1,241 @@
+package dev.eo.writer;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.postgresql.util.PSQLException;
+import org.postgresql.util.ServerErrorMessage;
+
+/**
+ * Rows the target table refuses, as {@code eo_jobs.sinks.postgres.refusals} finds them: only
+ * when the task's write raised SQLSTATE class 22 or 23, its rows are written again in pieces,
+ * each under a SAVEPOINT, a refused piece halved until the refused rows stand alone. The rows
+ * are the task's binary COPY payload, kept as it was sent ({@link Kept}); a refused row's
+ * dead letter carries it as JSON and the database's own words.
+ */
+final class Refusals {
+  static final String SAVEPOINT = "eo_rows";
+  private static final Pattern COPY_COLUMN =
+      Pattern.compile("^COPY [^\\n]*?, line \\d+, column (.+?)(?::|$)", Pattern.MULTILINE);
+
+  private Refusals() {}
+
+  /** Whether {@code e} is the database refusing a value or a row (class 22 or 23). */
+  static boolean isRefusal(SQLException e) {
+    String state = e.getSQLState();
+    return state != null && (state.startsWith("22") || state.startsWith("23"));
+  }
+
+  /**
+   * {@code SQLSTATE 23502, column c, constraint k: message (detail)}, as {@code
+   * Refusal.words} says it.
+   */
+  static String words(SQLException e) {
+    ServerErrorMessage server = e instanceof PSQLException p ? p.getServerErrorMessage() : null;
+    String message = server == null ? e.getMessage() : server.getMessage();
+    StringBuilder said = new StringBuilder("SQLSTATE ").append(e.getSQLState());
+    if (server != null) {
+      String column = server.getColumn();
+      if (column == null && server.getWhere() != null) {
+        Matcher found = COPY_COLUMN.matcher(server.getWhere());
+        column = found.find() ? found.group(1) : null;
+      }
+      if (column != null) said.append(", column ").append(column);
+      if (server.getConstraint() != null) said.append(", constraint ").append(server.getConstraint());
+    }
+    said.append(": ").append(message);
+    if (server != null && server.getDetail() != null) {
+      said.append(" (").append(server.getDetail()).append(')');
+    }
+    return said.toString();
+  }
+
+  /** Writes rows {@code [lo, hi)}; the rows written (an upsert: merged). */
+  interface Piece {
+    long write(int lo, int hi) throws SQLException;
+  }
+
+  /** Takes refused row {@code index} with the database's error. */
+  interface Refuse {
+    void take(int index, SQLException e);
+  }
+
+  /**
+   * Rows {@code [0, rows)} in pieces under savepoints, in input order; rows written. The whole
+   * was refused already, so the first pieces are its halves.
+   */
+  static long isolate(Connection conn, int rows, Piece piece, Refuse refuse) throws SQLException {
+    long count = 0;
+    Deque<int[]> pending = new ArrayDeque<>();
+    if (rows > 1) {
+      pending.push(new int[] {rows / 2, rows});
+      pending.push(new int[] {0, rows / 2});
+    } else {
+      pending.push(new int[] {0, rows});
+    }
+    try (Statement statement = conn.createStatement()) {
+      while (!pending.isEmpty()) {
+        int[] range = pending.pop();
+        int lo = range[0];
+        int hi = range[1];
+        if (lo >= hi) continue;
+        statement.execute("SAVEPOINT " + SAVEPOINT);
+        long written;
+        try {
+          written = piece.write(lo, hi);
+        } catch (SQLException e) {
+          if (!isRefusal(e)) throw e;
+          statement.execute("ROLLBACK TO SAVEPOINT " + SAVEPOINT);
+          statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
+          if (hi - lo == 1) {
+            refuse.take(lo, e);
+          } else {
+            int middle = (lo + hi) / 2;
+            pending.push(new int[] {middle, hi});
+            pending.push(new int[] {lo, middle});
+          }
+          continue;
+        }
+        statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
+        count += written;
+      }
+    }
+    return count;
+  }
+
+  /**
+   * A task's binary COPY payload as it was sent: the segments flushed to the server, header
+   * first and trailer last, each ending at a row's end. Kept only when refused rows become
+   * dead letters, and read only when the database refused the write.
+   */
+  static final class Kept {
+    final List<byte[]> segments = new ArrayList<>();
+    final List<Integer> lengths = new ArrayList<>();
+    /** Per row: segment, start, end (found when needed, by reading the payload). */
+    private List<int[]> rows;
+
+    void add(byte[] bytes, int length) {
+      segments.add(bytes);
+      lengths.add(length);
+    }
+
+    List<int[]> rows() {
+      if (rows != null) return rows;
+      rows = new ArrayList<>();
+      for (int s = 0; s < segments.size(); s++) {
+        ByteBuffer in = ByteBuffer.wrap(segments.get(s), 0, lengths.get(s));
+        if (s == 0) in.position(19); // signature (11), flags (4), header extension length (4)
+        while (in.remaining() > 0) {
+          int start = in.position();
+          int fields = in.getShort();
+          if (fields == -1) break; // the trailer
+          for (int f = 0; f < fields; f++) {
+            int n = in.getInt();
+            if (n > 0) in.position(in.position() + n);
+          }
+          rows.add(new int[] {s, start, in.position()});
+        }
+      }
+      return rows;
+    }
+
+    /** Rows {@code [lo, hi)} as a complete binary COPY payload. */
+    byte[] piece(int lo, int hi) {
+      BinaryRows out = new BinaryRows(1 << 12);
+      out.header();
+      List<int[]> all = rows();
+      for (int i = lo; i < hi; i++) {
+        int[] row = all.get(i);
+        byte[] segment = segments.get(row[0]);
+        out.raw(segment, row[1], row[2] - row[1]);
+      }
+      out.trailer();
+      return java.util.Arrays.copyOf(out.bytes, out.length);
+    }
+
+    /** Row {@code index} as JSON, column name to value, read back from its binary fields. */
+    String json(int index, List<String> columns, Kind[] kinds) {
+      int[] row = rows().get(index);
+      ByteBuffer in = ByteBuffer.wrap(segments.get(row[0]), row[1], row[2] - row[1]);
+      int fields = in.getShort();
+      StringBuilder out = new StringBuilder("{");
+      for (int f = 0; f < fields; f++) {
+        if (f > 0) out.append(", ");
+        quote(out, columns.get(f));
+        out.append(": ");
+        int n = in.getInt();
+        if (n < 0) {
+          out.append("null");
+          continue;
+        }
+        int at = in.position();
+        switch (kinds[f]) {
+          case INT8 -> out.append(in.getLong());
+          case INT4 -> out.append(in.getInt());
+          case INT2 -> out.append(in.getShort());
+          case BOOL -> out.append(in.get() != 0);
+          case FLOAT8 -> number(out, in.getDouble());
+          case FLOAT4 -> number(out, in.getFloat());
+          case TEXT -> quote(out, new String(in.array(), at, n, StandardCharsets.UTF_8));
+          case TIMESTAMP -> quote(out, timestamp(in.getLong()));
+          case DATE -> quote(out, LocalDate.ofEpochDay((long) in.getInt() + BinaryRows.PG_EPOCH_DAYS).toString());
+          default -> throw new IllegalStateException("unknown kind " + kinds[f]);
+        }
+        in.position(at + n);
+      }
+      return out.append('}').toString();
+    }
+
+    private static String timestamp(long pgMicros) {
+      if (pgMicros == BinaryRows.OUT_OF_RANGE) {
+        return "before -290278 (Spark's earliest instants)";
+      }
+      // Spark's range (years -290308 to 294247) fits in LocalDateTime's.
+      long micros = pgMicros + BinaryRows.PG_EPOCH_MICROS;
+      long seconds = Math.floorDiv(micros, 1_000_000L);
+      int nanos = (int) Math.floorMod(micros, 1_000_000L) * 1000;
+      return LocalDateTime.ofEpochSecond(seconds, nanos, ZoneOffset.UTC).toString();
+    }
+
+    private static void number(StringBuilder out, double value) {
+      if (Double.isFinite(value)) {
+        out.append(value);
+      } else {
+        quote(out, Double.toString(value));
+      }
+    }
+
+    private static void quote(StringBuilder out, String text) {
+      out.append('"');
+      for (int i = 0; i < text.length(); i++) {
+        char c = text.charAt(i);
+        switch (c) {
+          case '"' -> out.append("\\\"");
+          case '\\' -> out.append("\\\\");
+          case '\n' -> out.append("\\n");
+          case '\r' -> out.append("\\r");
+          case '\t' -> out.append("\\t");
+          default -> {
+            if (c < 0x20 || c > 0x7e) { // ASCII only, as refusals.record_json: any encoding
+              out.append(String.format("\\u%04x", (int) c));
+            } else {
+              out.append(c);
+            }
+          }
+        }
+      }
+      out.append('"');
+    }
+  }
+}
