@@ -35,6 +35,7 @@ from eo_jobs.protocol.errors import (
     FenceRegressionError,
 )
 from eo_jobs.protocol.registry import ControlMovedError
+from eo_jobs.runtime import checkpoint_fence
 from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.commit_log import spark_committed
@@ -324,6 +325,9 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
 
     checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     bound, coordinator = start_protocol(pipeline, epoch, dsns, spark_committed(checkpoint, spark))
+    unfenced = checkpoint_fence.arm(spark, spec.checkpoint.location, pipeline.key, epoch)
+    if unfenced is not None:
+        log.warning("the checkpoint's writes are not fenced by epoch: %s", unfenced)
 
     metrics = DriverMetrics(pipeline.key)
     port = spec.driver.metrics_port if metrics_port is None else metrics_port
@@ -412,6 +416,9 @@ def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
     """Exit code and one-line reason for a query that died (Spark wraps the real cause)."""
     if isinstance(failure, FencedError):
         print(f"eo: {failure}", file=sys.stderr)
+        return EXIT_FENCED
+    if checkpoint_fence.fenced(exc):
+        print(f"eo: fenced: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
         return EXIT_FENCED
     if isinstance(failure, (CheckpointResetError, CheckpointMismatchError)):
         print(f"eo: {failure}", file=sys.stderr)
