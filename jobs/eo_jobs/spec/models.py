@@ -789,7 +789,8 @@ class PipelineStatus(Model):
     """Observed state, written by the operator only."""
 
     phase: str = "Pending"
-    """Pending, Starting, Running, Recovering, Backoff, Suspended, Stopping or Failed."""
+    """Pending, Starting, Running, Recovering, Backoff, Suspended, Stopping, Failed, or Waiting
+    (another writer owns the sink fence: waiting for a hand-over, see the FenceOwned condition)."""
     guarantee: str | None = None
     """The consistency level in force."""
     epoch: int | None = None
