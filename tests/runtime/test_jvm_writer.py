@@ -527,3 +527,56 @@ def test_a_write_that_outlasts_the_socket_timeout_still_lands(
 
     assert results is not None and [r[2] for r in results] == [10]
     assert _rows(pg_dsn, "SELECT count(*) FROM slow") == [(10,)]
+
+
+def test_an_upsert_whose_newest_row_is_refused_keeps_the_row_before_it(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for table in ("accounts", "accounts_py"):
+            conn.execute(
+                f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, "
+                "balance bigint CHECK (balance >= 0), version bigint)"
+            )
+        conn.execute(DEAD_DDL)
+        ensure_schema(conn)
+    columns = ("id", "balance", "version")
+    # Key 1's newest version is refused: the batch is as if it had never come, so version 1
+    # lands (the merge of the whole batch would have picked version 2 and been refused).
+    frame = spark.sql(
+        "SELECT CAST(id AS BIGINT) id, CAST(balance AS BIGINT) balance, "
+        "CAST(version AS BIGINT) version FROM VALUES "
+        "(1, 10, 1), (2, 20, 1), (1, -1, 2), (3, 30, 1) AS t(id, balance, version)"
+    ).coalesce(1)
+
+    def upsert(table: str) -> PostgresWriter:
+        return PostgresWriter(
+            dsn=pg_dsn,
+            table=f"public.{table}",
+            columns=columns,
+            mode="upsert",
+            key_columns=("id",),
+            version_column="version",
+        )
+
+    jvm = upsert("accounts")
+    results = _jvm(jvm).run(frame, _refusing(jvm), list(columns))
+    py_results = ArrowWriteJob(arrow_task_writer(_refusing(upsert("accounts_py")))).run(
+        frame, columns, 5
+    )
+
+    assert results is not None and [r[2:] for r in results] == [(3, 1)]
+    assert [r[2:] for r in py_results] == [(3, 1)]
+    for table in ("accounts", "accounts_py"):
+        assert _rows(pg_dsn, f"SELECT * FROM {table} ORDER BY id") == [
+            (1, 10, 1),
+            (2, 20, 1),
+            (3, 30, 1),
+        ]
+    dead = _rows(pg_dsn, "SELECT raw, reason FROM dead ORDER BY reason")
+    assert [json.loads(raw) for raw, _ in dead] == [{"id": 1, "balance": -1, "version": 2}] * 2
+    assert [reason.split(":")[0] for _, reason in dead] == [
+        "public.accounts refused the record",
+        "public.accounts_py refused the record",
+    ]
+    assert _rows(pg_dsn, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'stage%'") == [(0,)]
