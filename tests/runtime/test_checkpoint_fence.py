@@ -27,22 +27,11 @@ def test_a_woken_zombie_writes_nothing_into_the_checkpoint_and_exits_fenced(
     truth = harness.write_files(tmp_path / "in", files=2, per_file=30, malformed_every=999)
     spec = harness.files_pipeline(tmp_path, per_trigger=1)
     zombie = harness.Driver(spec, 1, pg_dsn, available_now=False)
-    deadline = time.monotonic() + 300
-    while zombie.batches_done() < 2:
-        assert zombie.proc.poll() is None and time.monotonic() < deadline, zombie.output()
-        time.sleep(0.2)
-    zombie.kill(signal.SIGSTOP)
     try:
-        code, out = harness.run(spec, 2, pg_dsn)
-        assert code == 0, out
-        later = harness.write_files(
-            tmp_path / "in", files=1, per_file=30, start=30_000, malformed_every=999
-        )
-        truth.valid.update(later.valid)
+        _freeze_run_newer_and_wake(zombie, spec, pg_dsn, tmp_path, truth)
     finally:
         zombie.kill(signal.SIGCONT)
-    assert zombie.wait(120) == EXIT_FENCED, zombie.output()
-    assert "eo: checkpoint fenced" in zombie.output()
+        zombie.kill()
     checkpoint = tmp_path / "checkpoint"
     assert not (checkpoint / "offsets" / "2").exists()
     assert not (checkpoint / "sources" / "0" / "2").exists()
@@ -50,3 +39,24 @@ def test_a_woken_zombie_writes_nothing_into_the_checkpoint_and_exits_fenced(
     assert code == 0, out
     harness.assert_exact(pg_dsn, truth)
     assert sorted(p.name for p in (checkpoint / "eo-fence").iterdir()) == ["3"]
+
+
+def _freeze_run_newer_and_wake(
+    zombie: harness.Driver, spec: Path, dsn: str, work: Path, truth: harness.Truth
+) -> None:
+    """Freeze ``zombie`` once idle after 2 batches, run epoch 2 to its end, add a file, wake
+    the zombie and require it to exit fenced by the checkpoint (the caller kills it anyway)."""
+    deadline = time.monotonic() + 300
+    while zombie.batches_done() < 2:
+        assert zombie.proc.poll() is None and time.monotonic() < deadline, zombie.output()
+        time.sleep(0.2)
+    zombie.kill(signal.SIGSTOP)
+    code, out = harness.run(spec, 2, dsn)
+    assert code == 0, out
+    later = harness.write_files(
+        work / "in", files=1, per_file=30, start=30_000, malformed_every=999
+    )
+    truth.valid.update(later.valid)
+    zombie.kill(signal.SIGCONT)
+    assert zombie.wait(120) == EXIT_FENCED, zombie.output()
+    assert "eo: checkpoint fenced" in zombie.output()
