@@ -45,9 +45,13 @@ def _freeze_run_newer_and_wake(
     zombie: harness.Driver, spec: Path, dsn: str, work: Path, truth: harness.Truth
 ) -> None:
     """Freeze ``zombie`` once idle after 2 batches, run epoch 2 to its end, add a file, wake
-    the zombie and require it to exit fenced by the checkpoint (the caller kills it anyway)."""
+    the zombie and require it to exit fenced by the checkpoint (the caller kills it anyway).
+
+    Idle means Spark has logged batch 1 (``commits/1``), not only that eo reported it: frozen
+    in between, the zombie's first write on waking is that log entry, which epoch 2 wrote too.
+    """
     deadline = time.monotonic() + 300
-    while zombie.batches_done() < 2:
+    while zombie.batches_done() < 2 or not (work / "checkpoint" / "commits" / "1").exists():
         assert zombie.proc.poll() is None and time.monotonic() < deadline, zombie.output()
         time.sleep(0.2)
     zombie.kill(signal.SIGSTOP)

@@ -56,6 +56,24 @@ def arm(spark: SparkSession, location: str, pipeline: str, epoch: int) -> str | 
     return None
 
 
+def newer_epoch(spark: SparkSession, location: str, epoch: int) -> int | None:
+    """The epoch recorded in the checkpoint's fence folder when it is above ``epoch``, else None.
+
+    Asked when a query failed for any reason: a zombie woken between its fence check and
+    Spark's rename fails on Spark's own "destination already exists" (nothing written), and
+    that is a fenced driver too, not a crash for the operator to count. None when the fence
+    class is absent (an unfenced checkpoint records no epochs).
+    """
+    jvm: Any = spark._jvm
+    manager = jvm.dev.eo.writer.FencedCheckpointFileManager
+    if not isinstance(manager, JavaClass):
+        return None
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    fence = jvm.org.apache.hadoop.fs.Path(f"{location.rstrip('/')}/{FENCE_FOLDER}")
+    recorded = int(manager.fenceEpoch(fence, conf))
+    return recorded if recorded > epoch else None
+
+
 def fenced(exc: BaseException) -> bool:
     """Whether a query failed because its checkpoint write was fenced (at any depth)."""
     seen: BaseException | None = exc

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -376,7 +378,12 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     query = writer.start()
     _install_stop(query, ctx, stop)
     try:
-        return _await(query, foreach, progress)
+        return _await(
+            query,
+            foreach,
+            progress,
+            functools.partial(checkpoint_fence.newer_epoch, spark, spec.checkpoint.location, epoch),
+        )
     finally:
         _close(bound, ctx, spark, listener, reaper)
 
@@ -397,28 +404,54 @@ def _close(
         reaper.close()
 
 
-def _await(query: Any, foreach: ForeachBatch, progress: Progress) -> int:
-    """Wait for the query to end, then for its last batch's phase 2; the exit code."""
+def _await(
+    query: Any, foreach: ForeachBatch, progress: Progress, superseded: Callable[[], int | None]
+) -> int:
+    """Wait for the query to end, then for its last batch's phase 2; the exit code.
+
+    ``superseded`` names a newer epoch recorded in the checkpoint, if any: a query that failed
+    after this driver was replaced exits as fenced whatever Spark's own error was.
+    """
     try:
         query.awaitTermination()
         foreach.drain()
     except PhaseTwoError as exc:  # the query ended; its last batch's phase 2 failed
         progress.failed(exc)
-        return _failure_exit(exc, exc)
+        return failure_exit(exc, exc, _newer(superseded))
     except Exception as exc:
         with contextlib.suppress(PhaseTwoError):  # the query's failure is the one to report
             foreach.drain()
-        return _failure_exit(progress.failure, exc)
+        return failure_exit(progress.failure, exc, _newer(superseded))
     return 0
 
 
-def _failure_exit(failure: BaseException | None, exc: Exception) -> int:
-    """Exit code and one-line reason for a query that died (Spark wraps the real cause)."""
+def _newer(superseded: Callable[[], int | None]) -> int | None:
+    """``superseded()``, or None when the checkpoint cannot be read (the error is reported)."""
+    try:
+        return superseded()
+    except Exception:
+        log.warning("could not read the checkpoint's fence folder", exc_info=True)
+        return None
+
+
+def failure_exit(failure: BaseException | None, exc: Exception, newer_epoch: int | None) -> int:
+    """Exit code and one-line reason for a query that died (Spark wraps the real cause).
+
+    ``newer_epoch``: an epoch above this driver's recorded in the checkpoint's fence folder.
+    """
     if isinstance(failure, FencedError):
         print(f"eo: {failure}", file=sys.stderr)
         return EXIT_FENCED
     if checkpoint_fence.fenced(exc):
         print(f"eo: fenced: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        return EXIT_FENCED
+    if newer_epoch is not None:
+        first = str(failure or exc).strip().splitlines()
+        print(
+            f"eo: fenced: epoch {newer_epoch} took over this checkpoint; this driver's query"
+            f" then failed with: {first[0] if first else type(exc).__name__}",
+            file=sys.stderr,
+        )
         return EXIT_FENCED
     if isinstance(failure, (CheckpointResetError, CheckpointMismatchError)):
         print(f"eo: {failure}", file=sys.stderr)
