@@ -15,6 +15,7 @@ pytest.importorskip("pyspark")
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.sql import SparkSession
 from tests.protocol import harness
+from tests.support.postgres import PREPARED_HERE
 from tests.support.spark import local_session
 
 from eo_jobs.protocol.control import ControlStore
@@ -76,5 +77,5 @@ def test_a_failed_attempt_of_a_task_set_over_some_partitions_is_rolled_back_by_i
 
     assert attempts.rolled_back == [gid]
     with psycopg.connect(pg_dsn) as conn:
-        left = conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall()
+        left = conn.execute(PREPARED_HERE).fetchall()
     assert left == []

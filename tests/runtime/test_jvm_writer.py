@@ -16,6 +16,7 @@ from psycopg import sql
 pytest.importorskip("pyspark")
 
 from pyspark.sql import DataFrame, SparkSession
+from tests.support.postgres import PREPARED_HERE
 from tests.support.spark import own_jvm_session
 
 from eo_jobs.protocol.control import ensure_schema
@@ -160,7 +161,7 @@ def test_each_task_prepares_its_participant_under_its_gid_with_its_marker(
     parsed = [Gid.parse(g) for g in gids]
     assert [(p.epoch, p.batch, p.task) for p in parsed if p] == [(3, 5, 0), (3, 5, 1)]
     assert [g[: -len(g.split(":")[-1])] for g in gids] == [task.gid(0, 0)[:-1], task.gid(1, 0)[:-1]]
-    prepared = _rows(pg_dsn, "SELECT gid FROM pg_prepared_xacts ORDER BY gid")
+    prepared = _rows(pg_dsn, PREPARED_HERE + " ORDER BY gid")
     assert [g for (g,) in prepared] == gids
     assert _rows(pg_dsn, "SELECT count(*) FROM ids") == [(0,)]  # invisible until decided
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
@@ -258,7 +259,7 @@ def test_the_after_some_prepared_fault_fails_the_first_task_after_its_prepare(
     with pytest.raises(Exception, match="fault injected at after-some-prepared of batch 5"):
         _jvm(writer).run(spark.range(0, 10, numPartitions=1), _task(writer, two_phase=True), ["id"])
 
-    prepared = _rows(pg_dsn, "SELECT gid FROM pg_prepared_xacts")
+    prepared = _rows(pg_dsn, PREPARED_HERE)
     assert len(prepared) == 1  # prepared before the fault: the failed-attempt sweep's to undo
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute(f"ROLLBACK PREPARED '{prepared[0][0]}'")
@@ -446,7 +447,7 @@ def test_refused_rows_of_a_task_of_several_flushes_are_dead_letters_and_the_rest
     assert results is not None and [r[2:] for r in results] == [(199_998, 2)]
     assert [r[2:] for r in py_results] == [(199_998, 2)]
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for (gid,) in conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall():
+        for (gid,) in conn.execute(PREPARED_HERE).fetchall():
             conn.execute(f"COMMIT PREPARED '{gid}'")  # the dead letters were in the same one
     for table in ("ids", "ids_py"):
         assert _rows(pg_dsn, f"SELECT count(*), sum(id) FROM {table}") == [

@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 from tests.runtime import harness
+from tests.support.postgres import PREPARED_HERE
 
 from eo_jobs.pgserver import PgServer
 
@@ -172,7 +173,7 @@ def test_a_record_the_table_refuses_becomes_a_dead_letter_and_the_rest_lands_onc
     other_dead = _sql(other_dsn, "SELECT raw, reason FROM public.orders_dead_letter")
     assert sorted(json.loads(str(r[0]))["order_id"] for r in other_dead) == list(REFUSED_BY_OTHER)
     assert all("SQLSTATE" in str(r[1]) for r in other_dead), other_dead
-    assert _sql(pg_dsn, "SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
+    assert _sql(pg_dsn, PREPARED_HERE) == []
 
 
 @pytest.mark.parametrize("writer", ["jvm", "python"])
@@ -194,7 +195,7 @@ def test_on_refused_record_fail_stops_naming_the_batch_the_column_and_the_messag
         'column merchant: null value in column "merchant"'
     ) in out, out
     assert _sql(pg_dsn, "SELECT count(*) FROM public.orders") == [(1,)]
-    assert _sql(pg_dsn, "SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
+    assert _sql(pg_dsn, PREPARED_HERE) == []
 
 
 @pytest.mark.parametrize("writer", ["jvm", "python"])

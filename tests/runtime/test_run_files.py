@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from tests.runtime import harness
+from tests.support.postgres import PREPARED_HERE
 
 from eo_jobs.pgserver import PgServer, free_port, temporary_server
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
@@ -208,7 +209,7 @@ def test_spark_logs_a_batch_while_its_phase_2_runs_and_a_kill_then_is_recovered_
     assert code == -signal.SIGKILL, out
     assert (work / "checkpoint" / "commits" / "1").is_file(), out
     with psycopg.connect(pg_dsn) as conn:
-        prepared = [r[0] for r in conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall()]
+        prepared = [r[0] for r in conn.execute(PREPARED_HERE).fetchall()]
     left = [g for g in map(Gid.parse, prepared) if g is not None]
     assert left and {g.batch for g in left} == {1}, prepared
     code, out = harness.run(spec, 2, pg_dsn)

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from tests.runtime import harness
+from tests.support.postgres import PREPARED_HERE
 
 from eo_jobs.protocol.gid import Gid
 from eo_jobs.sinks.postgres.writer import PostgresWriter
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.spark
 
 def _prepared(dsn: str) -> set[str]:
     with psycopg.connect(dsn) as conn:
-        return {str(r[0]) for r in conn.execute("SELECT gid FROM pg_prepared_xacts").fetchall()}
+        return {str(r[0]) for r in conn.execute(PREPARED_HERE).fetchall()}
 
 
 def test_a_straggler_of_a_decided_batch_is_rolled_back_while_the_stream_is_idle(
