@@ -1,0 +1,314 @@
+"""One audit pass: read the evidence, run every check, say which ran, move the position.
+
+``audit(target, position)`` is what the operator calls on each pipeline's interval and what
+``eo audit`` prints. It reads the decisions after the position (at most ``max_batches`` per
+query, so a pass has a bounded cost however far behind it is), then each sink database once,
+then the checkpoint when it can see it. A check that could not run is listed with the reason;
+it is never counted as passed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import psycopg
+
+from eo_jobs.audit import counts, coverage, decisions, participants
+from eo_jobs.audit.checkpoint import LocalCheckpoint, UnreadableCheckpointError, local_folder
+from eo_jobs.audit.evidence import (
+    ControlEvidence,
+    LoggedDecision,
+    SinkEvidence,
+    read_control,
+    read_sink,
+)
+from eo_jobs.audit.model import (
+    AuditResult,
+    AuditTarget,
+    Check,
+    CheckRun,
+    Position,
+    SinkTarget,
+    Status,
+    Violation,
+)
+from eo_jobs.protocol.gid import sink_token
+from eo_jobs.spec.models import DEAD_LETTER_SINK
+
+
+@dataclass
+class _Pass:
+    """The state of one pass while its checks run."""
+
+    target: AuditTarget
+    start: Position
+    control: ControlEvidence
+    by_query: dict[str, list[LoggedDecision]]
+    query_ids: dict[str, str]
+    checks: list[CheckRun]
+    violations: list[Violation]
+
+    def ran(self, check: Check, subject: str, status: Status, detail: str = "") -> None:
+        self.checks.append(CheckRun(check, subject, status, detail))
+
+
+def audit(
+    target: AuditTarget, position: Position | None = None, *, max_batches: int | None = None
+) -> AuditResult:
+    """Audit every batch decided after ``position`` (None: from each query's first batch)."""
+    started = time.perf_counter()
+    start = position or Position()
+    control = read_control(target.control_dsn, target.pipeline, start.batches, max_batches)
+    if not control.has_tables:
+        return _nothing(target, start, started)
+    by_query: dict[str, list[LoggedDecision]] = {}
+    query_ids: dict[str, str] = {}
+    for decision in control.decisions:
+        by_query.setdefault(decision.token, []).append(decision)
+        query_ids[decision.token] = decision.query_id
+    state = _Pass(target, start, control, by_query, query_ids, [], [])
+    positions = {t: start.batch(t) for t in {*start.batches, *by_query}}
+    upper = {t: ds[-1].batch_id for t, ds in by_query.items()}
+    audited = [d for t, ds in by_query.items() for d in ds if d.batch_id > start.batch(t)]
+
+    _log_checks(state, audited)
+    _checkpoint_checks(state)
+
+    sinks = _read_sinks(state, positions)
+    found = _participant_checks(state, audited, positions, upper, sinks)
+    end_batches = _advance(state, upper, found, sinks)
+    pending = [
+        f"query {query_ids[t]}: batches {_few(sorted(set(b)))} still committing (phase 2)"
+        for t, b in found.pending.items()
+        if b
+    ]
+    table_rows = _table_checks(state, sinks, end_batches, upper, found)
+    return AuditResult(
+        pipeline=target.pipeline,
+        start=start,
+        end=Position(end_batches, table_rows),
+        batches=len(audited),
+        last_batch=dict(control.last_batch),
+        checks=tuple(state.checks),
+        violations=tuple(sorted(state.violations, key=_order)),
+        pending=tuple(pending),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _log_checks(state: _Pass, audited: list[LoggedDecision]) -> None:
+    """The decision log and the source offsets it records, per query."""
+    target, start, control, by_query = state.target, state.start, state.control, state.by_query
+    for token, ds in by_query.items():
+        state.violations.extend(
+            decisions.check_decisions(target.pipeline, ds, start.batch(token), control.fence)
+        )
+        state.violations.extend(coverage.check_offsets(ds, start.batch(token)))
+    gone = [t for t in start.batches if t not in by_query and start.batch(t) >= 0]
+    for token in gone:
+        state.violations.append(
+            Violation(
+                Check.DECISION_LOG,
+                start.batch(token),
+                token,
+                f"every decision of query {token} is gone (audited up to batch "
+                f"{start.batch(token)}), e.g. deleted by eo forget-query: the evidence of its "
+                "batches no longer exists",
+            )
+        )
+    state.ran(Check.DECISION_LOG, "control database", Status.RAN)
+    without_offsets = [d.batch_id for d in audited if not d.source_offsets]
+    state.ran(
+        Check.SOURCE_COVERAGE,
+        "decision log",
+        Status.PARTIAL if without_offsets else Status.RAN,
+        f"batches without recorded offsets: {_few(without_offsets)}" if without_offsets else "",
+    )
+
+
+def _table_checks(
+    state: _Pass,
+    sinks: Mapping[str, SinkEvidence],
+    end_batches: Mapping[str, int],
+    upper: Mapping[str, int],
+    found: participants.ParticipantFindings,
+) -> dict[str, int]:
+    """Count and batch-column checks per sink; returns the next pass's count baselines."""
+    start, target, query_ids = state.start, state.target, state.query_ids
+    table_rows = dict(start.table_rows)
+    top = max(upper.values(), default=None)
+    for sink in target.sinks:
+        evidence = sinks.get(sink_token(sink.name))
+        if evidence is None:
+            continue
+        run, bad, baseline = counts.check_count(sink, evidence, start, end_batches, upper, top)
+        state.checks.append(run)
+        state.violations.extend(bad)
+        if baseline is not None:
+            table_rows[sink.name] = baseline
+        batch_run, bad = counts.check_batch_column(
+            sink, evidence, found.rows, found.complete, query_ids
+        )
+        if batch_run is not None:
+            state.checks.append(batch_run)
+            state.violations.extend(bad)
+    return table_rows
+
+
+def _participant_checks(
+    state: _Pass,
+    audited: list[LoggedDecision],
+    positions: Mapping[str, int],
+    upper: Mapping[str, int],
+    sinks: Mapping[str, SinkEvidence],
+) -> participants.ParticipantFindings:
+    """Participants committed, none stuck prepared, no marker without a decision."""
+    now = state.control.now or max((s.now for s in sinks.values() if s.now), default=None)
+    assert now is not None
+    found = participants.check_participants(
+        audited, positions, sinks, now, state.target.prepared_bound_seconds
+    )
+    state.violations.extend(found.violations)
+    detail = "; ".join(found.unverifiable[:5]) + (" ..." if len(found.unverifiable) > 5 else "")
+    if found.without_participants:
+        detail = (
+            f"batches {_few(found.without_participants)} have rows but no participants (at-least-"
+            "once or idempotent: the tasks committed their rows, with no markers)"
+            + (f"; {detail}" if detail else "")
+        )
+    partly = bool(found.unverifiable or found.without_participants)
+    status = Status.PARTIAL if partly else Status.RAN
+    state.ran(Check.PARTICIPANTS, "sink databases", status, detail)
+    state.ran(Check.PREPARED, "sink databases", Status.RAN)
+    state.violations.extend(
+        participants.check_orphans(
+            state.control.decisions, positions, upper, sinks, state.query_ids
+        )
+    )
+    state.ran(Check.ORPHAN_MARKERS, "sink databases", Status.RAN)
+    return found
+
+
+def _advance(
+    state: _Pass,
+    upper: Mapping[str, int],
+    found: participants.ParticipantFindings,
+    sinks: Mapping[str, SinkEvidence],
+) -> dict[str, int]:
+    """The next position: per query, the last batch before one still committing.
+
+    A query with no decision but markers (reported as orphans) moves past them, so they are
+    reported once.
+    """
+    start = state.start
+    end = dict(start.batches)
+    for token, top in upper.items():
+        waiting = sorted(set(found.pending.get(token, [])))
+        end[token] = max(start.batch(token), (waiting[0] - 1) if waiting else top)
+    for sink in sinks.values():
+        for marker in sink.markers.values():
+            token = marker.parsed.query
+            if token not in upper and marker.batch_id > end.get(token, -1):
+                end[token] = marker.batch_id
+    return end
+
+
+def _order(v: Violation) -> tuple[bool, int, str]:
+    return (v.batch is None, v.batch or 0, str(v.check))
+
+
+def _few(batches: list[int]) -> str:
+    shown = ", ".join(str(b) for b in batches[:10])
+    return shown + (f" (+{len(batches) - 10} more)" if len(batches) > 10 else "")
+
+
+def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvidence]:
+    """Each sink's evidence by its gid token; a sink that cannot be read is listed as not run."""
+    target = state.target
+    read: dict[str, SinkEvidence] = {}
+    wanted: list[tuple[str, str, SinkTarget | None]] = [(s.name, s.dsn, s) for s in target.sinks]
+    wanted.append((DEAD_LETTER_SINK, target.dead_letters_dsn(), None))
+    for name, dsn, sink in wanted:
+        counted = sink is not None and sink.append_only
+        try:
+            read[sink_token(name)] = read_sink(
+                dsn,
+                target.pipeline,
+                name,
+                positions,
+                table=sink.table if counted and sink else None,
+                batch_column=sink.batch_column if counted and sink else None,
+            )
+        except psycopg.Error as exc:
+            why = f"cannot read its database: {' '.join(str(exc).split())}"
+            for check in (Check.PARTICIPANTS, Check.ORPHAN_MARKERS, Check.TABLE_COUNT):
+                state.ran(check, name, Status.NOT_RUN, why)
+    return read
+
+
+def _checkpoint_checks(state: _Pass) -> None:
+    """Decisions against Spark's offset log, and the file source's files, where readable."""
+    location = state.target.checkpoint
+    if location is None:
+        why = "no checkpoint location given"
+        state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, why)
+        return
+    folder = local_folder(location)
+    if folder is None or not folder.is_dir():
+        why = (
+            f"{location} is not a folder on this machine (an object store is read only "
+            "through Spark's Hadoop FileSystem, which the auditor does not load)"
+        )
+        state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, why)
+        return
+    checkpoint = LocalCheckpoint(folder)
+    try:
+        query_id = checkpoint.query_id()
+    except (UnreadableCheckpointError, ValueError, KeyError) as exc:
+        state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, str(exc))
+        return
+    token = next((t for t, q in state.query_ids.items() if q == query_id), None)
+    if token is None:
+        state.ran(
+            Check.SOURCE_FILES,
+            "checkpoint",
+            Status.NOT_RUN,
+            f"the checkpoint's query {query_id} has no decision in this pass",
+        )
+        return
+    ds = state.by_query[token]
+    position = state.start.batch(token)
+    bad, gone = coverage.check_against_checkpoint(ds, position, checkpoint)
+    state.violations.extend(bad)
+    state.ran(
+        Check.SOURCE_COVERAGE,
+        "checkpoint offsets",
+        Status.PARTIAL if gone else Status.RAN,
+        f"Spark no longer keeps the offsets of batches {_few(gone)}" if gone else "",
+    )
+    if not any(coverage.log_offset((d.source_offsets or [None])[0]) is not None for d in ds):
+        state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, "the source is not files")
+        return
+    try:
+        state.violations.extend(coverage.check_files(ds, position, checkpoint))
+    except (UnreadableCheckpointError, ValueError, KeyError) as exc:
+        state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, str(exc))
+        return
+    state.ran(Check.SOURCE_FILES, "checkpoint", Status.RAN)
+
+
+def _nothing(target: AuditTarget, start: Position, started: float) -> AuditResult:
+    """A control database without eo's tables: nothing was decided there, nothing ran."""
+    why = "the control database has no eo.decisions: the pipeline never decided a batch there"
+    return AuditResult(
+        pipeline=target.pipeline,
+        start=start,
+        end=start,
+        batches=0,
+        last_batch={},
+        checks=tuple(CheckRun(c, "control database", Status.NOT_RUN, why) for c in Check),
+        violations=(),
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,216 @@
+"""Reading the evidence: the decision log from the control database, markers, prepared
+transactions and table counts from each sink database. Only reads.
+
+Every connection is opened read-only (``default_transaction_read_only``), so an auditor bug can
+never repair, and therefore never hide, what it was meant to find. Each database is read in
+one REPEATABLE READ transaction: a sink table's count and the markers beside it come from one
+snapshot, and since a participant's rows and its marker commit together, they agree in every
+snapshot unless something other than eo touched the table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from eo_jobs.protocol.gid import Gid, pipeline_prefix, pipeline_token, query_token, sink_token
+from eo_jobs.protocol.xa import PRUNED_PREFIX
+
+
+@dataclass(frozen=True)
+class LoggedDecision:
+    """One row of ``eo.decisions``, as the audit needs it."""
+
+    query_id: str
+    batch_id: int
+    epoch: int
+    participants: tuple[str, ...]
+    source_offsets: Any
+    rows_written: int
+    decided_at: datetime
+
+    @property
+    def token(self) -> str:
+        """The query's component in gids and marker names."""
+        return query_token(self.query_id)
+
+
+@dataclass(frozen=True)
+class ControlEvidence:
+    """What the control database says about a pipeline."""
+
+    has_tables: bool
+    fence: int | None
+    decisions: tuple[LoggedDecision, ...]
+    """Per query, the anchor (the batch at the position, when it exists) and the batches after
+    it, ordered by query and batch."""
+    last_batch: Mapping[str, int]
+    """Query id -> highest decided batch, whether or not this pass reads it."""
+    now: datetime | None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A committed participant, as its marker row records it."""
+
+    gid: str
+    parsed: Gid
+    batch_id: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A participant still prepared."""
+
+    gid: str
+    parsed: Gid
+    prepared_at: datetime
+
+
+@dataclass
+class SinkEvidence:
+    """One sink's database, read in one snapshot."""
+
+    sink: str
+    has_markers: bool
+    horizon: int | None
+    """The highest batch of this pipeline whose markers pruning deleted here, if any."""
+    markers: dict[str, Marker] = field(default_factory=dict)
+    """Gid -> marker, for this sink's participants above the lowest position."""
+    prepared: dict[str, Prepared] = field(default_factory=dict)
+    table_rows: int | None = None
+    """count(*) of the table, when the count check reads it."""
+    rows_by_batch: dict[int, int] = field(default_factory=dict)
+    """batch id -> rows, from the declared batch column, above the lowest position."""
+    now: datetime | None = None
+
+
+@contextlib.contextmanager
+def reading(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A read-only, repeatable-read connection (one snapshot for everything read in it)."""
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        with conn.transaction():
+            yield conn
+
+
+def read_control(
+    dsn: str, pipeline: str, positions: Mapping[str, int], max_batches: int | None
+) -> ControlEvidence:
+    """The decisions after each query's position (at most ``max_batches`` per query).
+
+    The batch at the position is read too (the anchor): the next batch's offsets start where
+    its offsets end, and its epoch is the floor of the next one's.
+    """
+    with reading(dsn) as conn:
+        row = conn.execute(
+            "SELECT to_regclass('eo.decisions') IS NOT NULL AND to_regclass('eo.fence') "
+            "IS NOT NULL, clock_timestamp()"
+        ).fetchone()
+        assert row is not None
+        if not row[0]:
+            return ControlEvidence(False, None, (), {}, row[1])
+        now = row[1]
+        fence = conn.execute(
+            "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
+        ).fetchone()
+        queries = conn.execute(
+            "SELECT query_id, max(batch_id) FROM eo.decisions WHERE pipeline = %s "
+            "GROUP BY query_id",
+            (pipeline,),
+        ).fetchall()
+        decisions: list[LoggedDecision] = []
+        for query_id, _ in queries:
+            start = positions.get(query_token(str(query_id)), -1)
+            limit = None if max_batches is None else max_batches + 1
+            rows = conn.execute(
+                """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
+                          decided_at
+                   FROM eo.decisions
+                   WHERE pipeline = %s AND query_id = %s AND batch_id >= %s
+                   ORDER BY batch_id LIMIT %s""",
+                (pipeline, query_id, start, limit),
+            ).fetchall()
+            decisions.extend(
+                LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t)
+                for q, b, e, p, o, r, t in rows
+            )
+    return ControlEvidence(
+        True,
+        None if fence is None else int(fence[0]),
+        tuple(decisions),
+        {str(q): int(b) for q, b in queries},
+        now,
+    )
+
+
+def read_sink(
+    dsn: str,
+    pipeline: str,
+    sink: str,
+    positions: Mapping[str, int],
+    *,
+    table: str | None = None,
+    batch_column: str | None = None,
+) -> SinkEvidence:
+    """Markers, prepared transactions and (when ``table``) the table's count, in one snapshot.
+
+    Markers and batch-column rows are read above the lowest position of any query (markers
+    carry no query id column, only the gid); the caller keeps each query's own.
+    """
+    token = sink_token(sink)
+    floor = min(positions.values(), default=-1)
+    with reading(dsn) as conn:
+        row = conn.execute(
+            "SELECT to_regclass('eo.markers') IS NOT NULL, clock_timestamp()"
+        ).fetchone()
+        assert row is not None
+        evidence = SinkEvidence(sink, bool(row[0]), None, now=row[1])
+        if evidence.has_markers:
+            horizon = conn.execute(
+                "SELECT batch_id FROM eo.markers WHERE gid = %s",
+                (PRUNED_PREFIX + pipeline_token(pipeline),),
+            ).fetchone()
+            evidence.horizon = None if horizon is None else int(horizon[0])
+            for gid, batch, rows in conn.execute(
+                """SELECT gid, batch_id, rows_written FROM eo.markers
+                   WHERE pipeline = %s AND batch_id > %s AND starts_with(gid, %s)""",
+                (pipeline, floor, pipeline_prefix(pipeline)),
+            ):
+                parsed = Gid.parse(gid)
+                if parsed is not None and parsed.sink == token:
+                    evidence.markers[gid] = Marker(gid, parsed, int(batch), int(rows))
+        for gid, prepared in conn.execute(
+            """SELECT gid, prepared FROM pg_prepared_xacts
+               WHERE database = current_database() AND starts_with(gid, %s)""",
+            (pipeline_prefix(pipeline),),
+        ):
+            parsed = Gid.parse(gid)
+            if parsed is not None and parsed.sink == token:
+                evidence.prepared[gid] = Prepared(gid, parsed, prepared)
+        if table is not None:
+            ident = table_identifier(table)
+            counted = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
+            evidence.table_rows = int(counted[0]) if counted else 0
+            if batch_column is not None:
+                query = sql.SQL("SELECT {c}, count(*) FROM {t} WHERE {c} > %s GROUP BY {c}")
+                for batch, rows in conn.execute(
+                    query.format(c=sql.Identifier(batch_column), t=ident), (floor,)
+                ):
+                    if batch is not None:
+                        evidence.rows_by_batch[int(batch)] = int(rows)
+    return evidence
+
+
+def table_identifier(table: str) -> sql.Identifier:
+    """``schema.table`` as a quoted identifier (a bare name is taken as written)."""
+    schema, dot, name = table.partition(".")
+    return sql.Identifier(schema, name) if dot else sql.Identifier(table)
