@@ -17,6 +17,7 @@ from typing import Any
 
 from eo_jobs import logs
 from eo_jobs.exits import (
+    EXIT_AUDIT_VIOLATION,
     EXIT_CODES,
     EXIT_DATABASE,
     EXIT_INTERRUPTED,
@@ -194,14 +195,14 @@ def _add_recorded_databases(bound: Any) -> None:
         bound.dsns[old.sink] = dsn
 
 
-def _audit(args: argparse.Namespace) -> int:
+def _contract(pipeline: Pipeline, bound: Any) -> list[str]:
+    """The sink contract check of every sink: one line per sink or per problem."""
     import psycopg
 
     from eo_jobs.sinks.postgres.contract import check_contract
 
-    pipeline, bound = _bound(args)
     two_phase = pipeline.spec.guarantee == "exactly-once"
-    bad = False
+    lines: list[str] = []
     for sink in pipeline.spec.sinks:
         with psycopg.connect(bound.dsns[sink.name], autocommit=True) as conn:
             problems = check_contract(
@@ -211,12 +212,179 @@ def _audit(args: argparse.Namespace) -> int:
                 key_columns=sink.postgres.key_columns,
                 two_phase=two_phase,
             )
-        for problem in problems:
-            bad = True
-            print(f"{sink.name}: {problem}")
+        lines.extend(f"{sink.name}: {problem}" for problem in problems)
         if not problems:
-            print(f"{sink.name}: OK ({sink.postgres.table} honours the sink contract)")
-    return EXIT_SINK_CONTRACT if bad else 0
+            lines.append(f"{sink.name}: OK ({sink.postgres.table} honours the sink contract)")
+    return lines
+
+
+def _named_columns(args: argparse.Namespace, sinks: Sequence[str]) -> dict[str, str]:
+    """``--batch-column SINK=COLUMN`` options, each naming a sink of the pipeline."""
+    columns: dict[str, str] = {}
+    for item in args.batch_column or []:
+        name, sep, column = item.partition("=")
+        if not sep or not column:
+            raise CliError(f"--batch-column {item!r}: write SINK=COLUMN", EXIT_USAGE)
+        columns[name] = column
+    unknown = sorted({*columns, *(args.append_only or [])} - set(sinks))
+    if unknown:
+        raise CliError(
+            f"no sink named {', '.join(unknown)} in the pipeline (sinks: {', '.join(sinks)})",
+            EXIT_USAGE,
+        )
+    return columns
+
+
+def _env_dsn(variable: str, what: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise CliError(f"{variable} (the DSN of {what}) is not set", EXIT_USAGE)
+    return value
+
+
+def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]:
+    """The audit's target from a pipeline file, or from --pipeline and --sink flags.
+
+    Returns (AuditTarget, the pipeline or None, its bound endpoints or None). DSNs come from the
+    environment either way, as for every command: a password never sits in argv.
+    """
+    from eo_jobs.audit import AuditTarget, SinkTarget
+    from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
+
+    if args.file is not None:
+        pipeline, bound = _bound(args)
+        names = [s.name for s in pipeline.spec.sinks]
+        columns = _named_columns(args, names)
+        sinks = tuple(
+            SinkTarget(
+                s.name,
+                bound.dsns[s.name],
+                s.postgres.table,
+                append_only=s.name in (args.append_only or []),
+                batch_column=columns.get(s.name),
+            )
+            for s in pipeline.spec.sinks
+        )
+        location = args.checkpoint or pipeline.spec.checkpoint.location
+        target = AuditTarget(
+            pipeline.key, bound.control.dsn, sinks, None, location, args.prepared_bound
+        )
+        return target, pipeline, bound
+    if not args.pipeline or not args.sink:
+        raise CliError(
+            "name a PIPELINE.yaml, or --pipeline NAMESPACE/NAME with one --sink NAME=SCHEMA.TABLE "
+            "per sink",
+            EXIT_USAGE,
+        )
+    pairs = [item.partition("=") for item in args.sink]
+    if any(not sep or "." not in table for _, sep, table in pairs):
+        raise CliError("--sink takes NAME=SCHEMA.TABLE", EXIT_USAGE)
+    names = [name for name, _, _ in pairs]
+    columns = _named_columns(args, names)
+    sinks = tuple(
+        SinkTarget(
+            name,
+            _env_dsn(env_var_for(name), f"sink {name!r}"),
+            table,
+            append_only=name in (args.append_only or []),
+            batch_column=columns.get(name),
+        )
+        for name, _, table in pairs
+    )
+    control = os.environ.get(CONTROL_ENV) or sinks[0].dsn
+    target = AuditTarget(args.pipeline, control, sinks, None, args.checkpoint, args.prepared_bound)
+    return target, None, None
+
+
+def _start_position(args: argparse.Namespace, target: Any) -> Any:
+    """Where this pass starts: --position FILE, else --since-batch for every query, else the
+    beginning."""
+    from pathlib import Path
+
+    from eo_jobs.audit import Position
+    from eo_jobs.protocol.control import ControlStore
+    from eo_jobs.protocol.gid import query_token
+
+    if args.position and Path(args.position).exists():
+        try:
+            return Position.from_json(json.loads(Path(args.position).read_text(encoding="utf-8")))
+        except (ValueError, AttributeError, TypeError) as exc:
+            raise CliError(f"{args.position} is not a saved audit position: {exc}", 1) from None
+    if args.since_batch is None:
+        return None
+    store = ControlStore(target.control_dsn)
+    try:
+        queries = store.queries(target.pipeline) if store.has_control_tables() else []
+    finally:
+        store.close()
+    return Position({query_token(q): args.since_batch for q, _ in queries})
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eo_jobs.audit import audit
+    from eo_jobs.audit.render import render
+
+    target, pipeline, bound = _audit_sources(args)
+    contract: list[str] = []
+    if pipeline is not None and not args.skip_contract:
+        contract = _contract(pipeline, bound)
+    broken = any(not line.split(": ", 1)[1].startswith("OK (") for line in contract)
+    result = audit(target, _start_position(args, target), max_batches=args.max_batches)
+    if args.position:
+        Path(args.position).write_text(json.dumps(result.end.as_json(), indent=2) + "\n")
+    if args.json:
+        shape = result.as_json()
+        if pipeline is not None and not args.skip_contract:
+            shape["contract"] = contract
+        print(json.dumps(shape, indent=2))
+    else:
+        for line in contract:
+            print(line)
+        sys.stdout.write(render(result))
+    if not result.ok:
+        return EXIT_AUDIT_VIOLATION
+    return EXIT_SINK_CONTRACT if broken else 0
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from eo_jobs.audit import report
+
+    target, pipeline, bound = _audit_sources(args)
+    dead = None
+    if pipeline is not None:
+        first = pipeline.spec.sinks[0].name
+        dead = (bound.dsns[first], pipeline.spec.dead_letter_table())
+    elif args.dead_letter_table:
+        dead = (target.sinks[0].dsn, args.dead_letter_table)
+    sources = report.ReportSources(
+        target.pipeline, target.control_dsn, {s.name: s.dsn for s in target.sinks}, dead
+    )
+    if args.verify:
+        try:
+            saved = json.loads(Path(args.verify).read_text(encoding="utf-8"))
+        except ValueError as exc:
+            message = f"{args.verify} is not a JSON report (eo report --json): {exc}"
+            raise CliError(message, 1) from None
+        checked = report.verify(saved, sources)
+        if args.json:
+            print(json.dumps(checked.as_json(), indent=2))
+        else:
+            print(("OK: " if checked.ok else "DIFFERS: ") + checked.message)
+        return 0 if checked.ok else EXIT_AUDIT_VIOLATION
+    if not args.start or not args.end:
+        raise CliError("eo report needs --from and --to (or --verify FILE)", EXIT_USAGE)
+    try:
+        start, end = report.parse_time(args.start), report.parse_time(args.end)
+    except ValueError as exc:
+        message = f"--from/--to take ISO 8601 times (2026-11-01T00:00Z): {exc}"
+        raise CliError(message, EXIT_USAGE) from None
+    built = report.build(sources, start, end)
+    sys.stdout.write(json.dumps(built, indent=2) + "\n" if args.json else report.render(built))
+    return 0
 
 
 def _forget(args: argparse.Namespace) -> int:
@@ -377,6 +545,121 @@ def _fence_commands(
     p.set_defaults(func=_release_fence)
 
 
+def _audit_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``eo audit`` and ``eo report``: the exactly-once evidence, read and shown."""
+    p = command(
+        "audit",
+        "audit the decision log, markers and sinks; check the sink contract",
+        "Check each sink's table and database against the contract (the table exists and is "
+        "logged, keys for upsert, max_prepared_transactions, privileges for schema eo; exit 77 "
+        "if a sink cannot honour it), then audit every batch decided since the position: "
+        "source offsets contiguous, every participant committed with its rows and none stuck "
+        "prepared, no batch missing or decided twice, epochs never going down, no committed "
+        "participant without a decision, and, for tables declared --append-only, the table's "
+        "count (docs/audit.md). Prints which checks ran and which could not, and every "
+        f"violation with its batch; exits 78 on a violation. Reads only. {DSN_HELP}",
+    )
+    _audit_target_options(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--position",
+        metavar="FILE",
+        default=None,
+        help="start where the position saved in FILE says, and save the new one there (for "
+        "a periodic audit); a missing FILE starts at the beginning",
+    )
+    p.add_argument(
+        "--since-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="audit the batches after N of every query (without --position)",
+    )
+    p.add_argument(
+        "--max-batches",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="audit at most N batches per query in this pass (the rest next time)",
+    )
+    p.add_argument(
+        "--prepared-bound",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="a decided participant still prepared this long after its decision is a violation",
+    )
+    p.add_argument(
+        "--skip-contract",
+        action="store_true",
+        help="skip the sink contract check (a read-only auditor role fails its privilege part)",
+    )
+    p.set_defaults(func=_audit)
+
+    p = command(
+        "report",
+        "reconciliation report of a time window, with a hash chain; or verify a saved one",
+        "Print the batches decided in [--from, --to): source ranges, rows per sink, dead "
+        "letters, the epochs that decided them and the recoveries (failed attempts), with a "
+        "SHA-256 hash chain over the batches. Save it with --json; later, --verify FILE re-reads "
+        "the database for the saved window and names the first batch that no longer matches "
+        f"(exit 78). Reads only. {DSN_HELP}",
+    )
+    _audit_target_options(p)
+    p.add_argument("--from", dest="start", default=None, metavar="T1", help="ISO 8601 time")
+    p.add_argument("--to", dest="end", default=None, metavar="T2", help="ISO 8601 time")
+    p.add_argument("--json", action="store_true", help="print JSON (the form --verify reads)")
+    p.add_argument("--verify", metavar="FILE", default=None, help="a report saved with --json")
+    p.add_argument(
+        "--dead-letter-table",
+        default=None,
+        metavar="SCHEMA.TABLE",
+        help="with --pipeline: the dead-letter table, in the first sink's database",
+    )
+    p.set_defaults(func=_reconcile)
+
+
+def _audit_target_options(p: argparse.ArgumentParser) -> None:
+    """``eo audit`` and ``eo report``: a pipeline file, or the pipeline named by flags."""
+    p.add_argument(
+        "file",
+        metavar="PIPELINE.yaml",
+        nargs="?",
+        default=None,
+        help="pipeline file, - reads stdin (or name the pipeline with --pipeline and --sink)",
+    )
+    p.add_argument("--pipeline", default=None, metavar="NAMESPACE/NAME", help="without a file")
+    p.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        metavar="NAME=SCHEMA.TABLE",
+        help="without a file: a sink and its table (repeat per sink; the first holds the "
+        "control tables unless $EO_CONTROL_DSN is set)",
+    )
+    p.add_argument(
+        "--append-only",
+        action="append",
+        default=[],
+        metavar="SINK",
+        help="declare that only this pipeline writes SINK's table and only appends: enables "
+        "its count check (repeat per sink)",
+    )
+    p.add_argument(
+        "--batch-column",
+        action="append",
+        default=[],
+        metavar="SINK=COLUMN",
+        help="a column of SINK's table holding each row's batch id: checks rows per batch",
+    )
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="LOCATION",
+        help="Spark's checkpoint, if readable here as a folder (default: the spec's location)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for docs and tests)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -451,15 +734,7 @@ def parser() -> argparse.ArgumentParser:
     pipeline_file(p)
     p.set_defaults(func=_sweep)
 
-    p = command(
-        "audit",
-        "check that every sink honours the exactly-once contract",
-        "Check each sink's table and database against the contract (the table exists and is "
-        "logged, keys for upsert, max_prepared_transactions, privileges for schema eo) and "
-        f"say how to fix what is not; exits 77 if a sink cannot honour it. {DSN_HELP}",
-    )
-    pipeline_file(p)
-    p.set_defaults(func=_audit)
+    _audit_commands(command)
 
     p = command(
         "forget-query",

@@ -36,6 +36,8 @@ EXIT_NO_INPUT = 4
 EXIT_DATABASE = 5
 EXIT_PRIVILEGE = 6
 EXIT_MISSING_EXTRA = 7
+EXIT_AUDIT_VIOLATION = 78
+"""``eo audit`` found a violation, or ``eo report --verify``'s report no longer matches."""
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES = f"""exit codes:
@@ -50,6 +52,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_FENCED:<3} fenced: a newer epoch owns the pipeline (a zombie driver stopping)
   {EXIT_CHECKPOINT_RESET:<3} the checkpoint does not match the decision log
   {EXIT_SINK_CONTRACT:<3} a sink cannot honour the exactly-once contract
+  {EXIT_AUDIT_VIOLATION:<3} the audit found a violation, or a saved report no longer matches
   {EXIT_INTERRUPTED:<3} interrupted (Ctrl-C)
 Add --debug to any command to see the traceback behind a one-line error.
 """

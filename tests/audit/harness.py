@@ -18,6 +18,7 @@ import psycopg
 
 from eo_jobs.audit import AuditTarget, SinkTarget
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
+from eo_jobs.protocol.gid import query_token
 from tests.protocol import harness
 from tests.protocol.harness import PIPELINE, QUERY, SINK, TASKS
 
@@ -59,18 +60,25 @@ def drive(
     return coord
 
 
-def target(dsn: str, *, append_only: bool = True, batch_column: str | None = None,
-           checkpoint: str | None = None) -> AuditTarget:  # fmt: skip
+def target(
+    dsn: str,
+    *,
+    append_only: bool = True,
+    batch_column: str | None = None,
+    checkpoint: str | None = None,
+    prepared_bound: float = 600.0,
+) -> AuditTarget:
     """The harness pipeline as the auditor sees it: one database for control and sink."""
-    return AuditTarget(
-        PIPELINE,
-        dsn,
-        (SinkTarget(SINK, dsn, harness.TABLE, append_only=append_only, batch_column=batch_column),),
-        checkpoint=checkpoint,
-    )
+    sink = SinkTarget(SINK, dsn, harness.TABLE, append_only=append_only, batch_column=batch_column)
+    return AuditTarget(PIPELINE, dsn, (sink,), None, checkpoint, prepared_bound)
 
 
-def sql(dsn: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def harness_token() -> str:
+    """The harness query's token (positions are kept per query token)."""
+    return query_token(QUERY)
+
+
+def sql(dsn: str, statement: str, params: tuple[Any, ...] | None = None) -> list[tuple[Any, ...]]:
     """Run one statement (the damage), return its rows if any."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(statement, params)
@@ -91,9 +99,18 @@ def write_checkpoint(folder: Path, query_id: str, entries: dict[int, list[str]])
             "v1\n" + json.dumps(meta) + "\n" + json.dumps(files(batch_id)[0]) + "\n"
         )
         lines = [
-            json.dumps({"path": p, "size": 1, "isDir": False, "modificationTime": 0,
-                        "blockReplication": 1, "blockSize": 1, "action": "add",
-                        "batchId": batch_id})  # fmt: skip
+            json.dumps(
+                {
+                    "path": p,
+                    "size": 1,
+                    "isDir": False,
+                    "modificationTime": 0,
+                    "blockReplication": 1,
+                    "blockSize": 1,
+                    "action": "add",
+                    "batchId": batch_id,
+                }
+            )
             for p in paths
         ]
         (folder / "sources" / "0" / str(batch_id)).write_text("v1\n" + "\n".join(lines) + "\n")

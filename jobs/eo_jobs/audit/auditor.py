@@ -22,6 +22,7 @@ from eo_jobs.audit.evidence import (
     LoggedDecision,
     SinkEvidence,
     read_control,
+    read_decisions_of,
     read_sink,
 )
 from eo_jobs.audit.model import (
@@ -182,9 +183,16 @@ def _participant_checks(
     status = Status.PARTIAL if partly else Status.RAN
     state.ran(Check.PARTICIPANTS, "sink databases", status, detail)
     state.ran(Check.PREPARED, "sink databases", Status.RAN)
+    above = [
+        m.batch_id
+        for sink in sinks.values()
+        for m in sink.markers.values()
+        if m.batch_id > upper.get(m.parsed.query, -1)
+    ]
+    late = read_decisions_of(state.target.control_dsn, state.target.pipeline, above)
     state.violations.extend(
         participants.check_orphans(
-            state.control.decisions, positions, upper, sinks, state.query_ids
+            state.control.decisions, positions, upper, sinks, state.query_ids, late
         )
     )
     state.ran(Check.ORPHAN_MARKERS, "sink databases", Status.RAN)

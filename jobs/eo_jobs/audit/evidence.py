@@ -11,7 +11,7 @@ snapshot unless something other than eo touched the table.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -130,7 +130,7 @@ def read_control(
         decisions: list[LoggedDecision] = []
         for query_id, _ in queries:
             start = positions.get(query_token(str(query_id)), -1)
-            limit = None if max_batches is None else max_batches + 1
+            limit = None if max_batches is None else max_batches + (start >= 0)
             rows = conn.execute(
                 """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
                           decided_at
@@ -150,6 +150,29 @@ def read_control(
         {str(q): int(b) for q, b in queries},
         now,
     )
+
+
+def read_decisions_of(dsn: str, pipeline: str, batches: Iterable[int]) -> list[LoggedDecision]:
+    """The decisions of these batch ids (any query), read after the sinks were.
+
+    A participant's marker becomes visible only after its decision is durable, so a marker
+    above the decisions the pass read is either of a batch decided meanwhile (this read finds
+    its decision) or of a batch with no decision at all.
+    """
+    wanted = sorted(set(batches))
+    if not wanted:
+        return []
+    with reading(dsn) as conn:
+        rows = conn.execute(
+            """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
+                      decided_at
+               FROM eo.decisions WHERE pipeline = %s AND batch_id = ANY(%s)""",
+            (pipeline, wanted),
+        ).fetchall()
+    return [
+        LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t)
+        for q, b, e, p, o, r, t in rows
+    ]
 
 
 def read_sink(

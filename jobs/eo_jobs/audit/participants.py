@@ -136,24 +136,24 @@ def check_orphans(
     upper: Mapping[str, int],
     sinks: Mapping[str, SinkEvidence],
     query_ids: Mapping[str, str],
+    late: Sequence[LoggedDecision] = (),
 ) -> list[Violation]:
     """Markers above the position that no decision names.
 
-    ``upper`` is, per query token, the last batch this pass read decisions up to: a marker
-    above it belongs to a batch decided after the decision log was read, and is left to the
-    next pass. A query token with no decision at all has no upper bound: every marker of it is
-    an orphan (its decisions were deleted, e.g. by ``eo forget-query``).
+    ``upper`` is, per query token, the last batch this pass read decisions up to; ``late`` are
+    the decisions of the batches of markers above it, read after the markers: a marker above
+    ``upper`` that they name is of a batch decided meanwhile (the next pass audits it), one
+    they do not name has no decision. A query token with no decision at all has every marker
+    orphaned (its decisions were deleted, e.g. by ``eo forget-query``).
     """
     named: dict[tuple[str, int], set[str]] = {}
-    for decision in decisions:
+    for decision in (*decisions, *late):
         named[(decision.token, decision.batch_id)] = set(decision.participants)
     grouped: dict[tuple[str, int], list[str]] = {}
     for sink in sinks.values():
         for marker in sink.markers.values():
             token = marker.parsed.query
             if marker.batch_id <= positions.get(token, -1):
-                continue
-            if token in upper and marker.batch_id > upper[token]:
                 continue
             key = (token, marker.batch_id)
             if marker.gid not in named.get(key, set()):
