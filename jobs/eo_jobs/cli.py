@@ -267,7 +267,12 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
         )
         location = args.checkpoint or pipeline.spec.checkpoint.location
         target = AuditTarget(
-            pipeline.key, bound.control.dsn, sinks, None, location, args.prepared_bound
+            pipeline.key,
+            bound.control.dsn,
+            sinks,
+            None,
+            location,
+            getattr(args, "prepared_bound", 600.0),
         )
         return target, pipeline, bound
     if not args.pipeline or not args.sink:
@@ -292,7 +297,9 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
         for name, _, table in pairs
     )
     control = os.environ.get(CONTROL_ENV) or sinks[0].dsn
-    target = AuditTarget(args.pipeline, control, sinks, None, args.checkpoint, args.prepared_bound)
+    target = AuditTarget(
+        args.pipeline, control, sinks, None, args.checkpoint, getattr(args, "prepared_bound", 600.0)
+    )
     return target, None, None
 
 
