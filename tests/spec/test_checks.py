@@ -218,7 +218,7 @@ def test_a_files_source_beside_the_claim_names_the_claims_mount_path() -> None:
                 "instances": 2,
                 "podTemplate": {
                     "spec": {
-                        "volumes": [{"name": "in", "nfs": {"server": "nfs", "path": "/in"}}],
+                        "volumes": [{"name": "in", "persistentVolumeClaim": {"claimName": "in"}}],
                         "containers": [
                             {
                                 "name": "executor",
