@@ -120,13 +120,20 @@ def _log_checks(state: _Pass, audited: list[LoggedDecision]) -> None:
             )
         )
     state.ran(Check.DECISION_LOG, "control database", Status.RAN)
-    without_offsets = [d.batch_id for d in audited if not d.source_offsets]
-    state.ran(
-        Check.SOURCE_COVERAGE,
-        "decision log",
-        Status.PARTIAL if without_offsets else Status.RAN,
-        f"batches without recorded offsets: {_few(without_offsets)}" if without_offsets else "",
+    without = [d.batch_id for d in audited if not d.source_offsets]
+    unknown = [d.batch_id for d in audited if coverage.unrecognised(d)]
+    detail = "; ".join(
+        text
+        for text in (
+            f"batches without recorded offsets: {_few(without)}" if without else "",
+            f"offsets of a source this audit cannot read: batches {_few(unknown)}"
+            if unknown
+            else "",
+        )
+        if text
     )
+    status = Status.PARTIAL if detail else Status.RAN
+    state.ran(Check.SOURCE_COVERAGE, "decision log", status, detail)
 
 
 def _table_checks(
