@@ -255,6 +255,17 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
         pipeline, bound = _bound(args)
         names = [s.name for s in pipeline.spec.sinks]
         columns = _named_columns(args, names)
+        upserts = [
+            s.name
+            for s in pipeline.spec.sinks
+            if s.postgres.mode == "upsert" and s.name in (args.append_only or [])
+        ]
+        if upserts:
+            raise CliError(
+                f"--append-only {upserts[0]}: an upsert sink is not append-only (its count moves "
+                "by new keys only), so its count cannot be checked",
+                EXIT_USAGE,
+            )
         sinks = tuple(
             SinkTarget(
                 s.name,
@@ -389,7 +400,10 @@ def _reconcile(args: argparse.Namespace) -> int:
     except ValueError as exc:
         message = f"--from/--to take ISO 8601 times (2026-11-01T00:00Z): {exc}"
         raise CliError(message, EXIT_USAGE) from None
-    built = report.build(sources, start, end)
+    try:
+        built = report.build(sources, start, end)
+    except report.NoDecisionLogError as exc:
+        raise CliError(str(exc), 1) from None
     sys.stdout.write(json.dumps(built, indent=2) + "\n" if args.json else report.render(built))
     return 0
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from eo_jobs.protocol.gid import query_token
+
 
 class Check(enum.StrEnum):
     """The checks an audit pass runs; each violation and each skip names one."""
@@ -190,6 +192,13 @@ class AuditResult:
         if not self.violations:
             return None
         return min(self.violations, key=lambda v: (v.batch is None, v.batch or 0, v.check))
+
+    def lag(self) -> dict[str, int]:
+        """Per query id, the decided batches beyond the new position (the audit lag metric)."""
+        return {
+            query: top - self.end.batch(query_token(query))
+            for query, top in self.last_batch.items()
+        }
 
     def not_run(self) -> list[CheckRun]:
         """Checks that did not run, or ran only in part."""

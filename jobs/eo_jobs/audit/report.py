@@ -44,6 +44,10 @@ HASHED = (
 """The fields of a batch that its hash covers (the rest is shown, not proven)."""
 
 
+class NoDecisionLogError(LookupError):
+    """The control database has no decision log to report on."""
+
+
 @dataclass(frozen=True)
 class ReportSources:
     """Where the report reads: the control database, each sink's database (for rows per sink
@@ -112,6 +116,13 @@ def build(sources: ReportSources, start: datetime, end: datetime) -> dict[str, A
         now = conn.execute("SELECT clock_timestamp()").fetchone()
         assert now is not None
         as_of: datetime = now[0]
+        found_log = conn.execute("SELECT to_regclass('eo.decisions') IS NOT NULL").fetchone()
+        if not found_log or not found_log[0]:
+            raise NoDecisionLogError(
+                f"the control database of {sources.pipeline} has no eo.decisions: the pipeline "
+                "never decided a batch there (is it the pipeline's spec.control, or its first "
+                "sink's database?)"
+            )
         upper = min(end, as_of)
         rows = conn.execute(
             """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
