@@ -26,6 +26,7 @@ from eo_operator.kube import Kube
 from eo_operator.leader import LeaderElector, LeaseConfig, standby_liveness
 from eo_operator.metrics import PipelineMetrics
 from eo_operator.reconciler import Reconciler, Settings
+from eo_operator.resources import DRIVER_POD_SELECTOR
 
 
 def load_kube_config() -> None:
@@ -108,6 +109,24 @@ def operator_cli(args: argparse.Namespace) -> int:
             elector.release()
 
 
+def configure(settings: kopf.OperatorSettings, **_: object) -> None:
+    """kopf's settings for eo (its startup handler)."""
+    settings.posting.level = logging.WARNING
+    settings.persistence.finalizer = "eo.dev/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="eo.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="eo.dev", key="last-handled-configuration"
+    )
+    settings.watching.server_timeout = 60
+    # The API server lists and watches only driver pods. The pod handler's ``labels=`` is
+    # applied by kopf on the client, after it has received, parsed and remembered each pod:
+    # cluster-wide that would be every pod of the cluster, in a memory-limited process.
+    settings.watching.label_selectors[("", "v1", "pods")] = DRIVER_POD_SELECTOR
+    # Every eo handler is async (blocking work goes to ``executors``); kopf's own pool
+    # only runs sync helpers such as the login handler.
+    settings.execution.max_workers = 4
+
+
 def _run_kopf(
     args: argparse.Namespace,
     kube: Kube,
@@ -122,19 +141,7 @@ def _run_kopf(
     # A private registry does not get kopf's default login handlers: use the client's config
     # (in-cluster ServiceAccount, or the kubeconfig), as the rest of the operator does.
     kopf.on.login(registry=registry)(kopf.login_via_client)
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: object) -> None:
-        settings.posting.level = logging.WARNING
-        settings.persistence.finalizer = "eo.dev/finalizer"
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="eo.dev")
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-            prefix="eo.dev", key="last-handled-configuration"
-        )
-        settings.watching.server_timeout = 60
-        # Every eo handler is async (blocking work goes to ``executors``); kopf's own pool
-        # only runs sync helpers such as the login handler.
-        settings.execution.max_workers = 4
+    kopf.on.startup(registry=registry)(configure)
 
     try:
         _kopf_run(args, registry, standalone)

@@ -13,6 +13,7 @@ edge of the state machine is a unit test. The rules, in the order they are check
 | 4 | suspend and no driver | recover (again until it finished), then Suspended |
 | 5 | driver of an older epoch | delete it (a zombie of a past launch) |
 | 6 | driver Pending/Running, spec changed | Stopping: graceful delete, relaunch after |
+|  | (``spec_hash``: what the driver runs) |  |
 | 7 | driver Pending past restartPolicy.startTimeoutSeconds | delete it; a counted failure |
 |  |  | (StartTimeout, its waiting reason in status.lastFailure), as in 10 |
 | 8 | driver Pending/Running | Starting/Running |
@@ -174,6 +175,8 @@ class Observation:
     spec: PipelineSpec | None
     spec_error: str | None
     spec_hash: str
+    """``resources.spec_hash`` of the spec and the driver's image: a driver pod labelled with
+    another hash runs something else and is restarted (rule 6)."""
     annotation_epoch: int | None
     memory: Memory
     driver: DriverPod | None
@@ -183,6 +186,10 @@ class Observation:
     node_lost_grace: timedelta = timedelta(seconds=NODE_LOST_GRACE_SECONDS)
     """How long the driver's node may be not Ready before the driver counts as lost (rule 2):
     an operator setting, not part of the spec."""
+    legacy_spec_hashes: frozenset[str] = frozenset()
+    """The spec's hashes by the formula drivers launched before ``spec_hash`` was narrowed carry
+    (``legacy_hash``): a pod with one of them runs the current spec, and is not restarted for a
+    change of formula."""
 
 
 class Kind(enum.StrEnum):
@@ -410,7 +417,7 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
         if pod.deleting_since is not None:
             return Plan(replace(mem, phase=Phase.STOPPING), [], 2.0)
         # 6. spec change: stop at a batch boundary, relaunch when gone
-        if pod.spec_hash != obs.spec_hash:
+        if _spec_changed(pod, obs):
             return Plan(
                 replace(
                     mem,
@@ -481,6 +488,13 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     reason = "Launch" if mem.epoch is None else "Relaunch"
     launch = _relaunch(obs, mem, reason, f"launching the driver with epoch {next_epoch(obs)}")
     return launch if mem.blocked is None else _blocked(obs, spec, mem.blocked, launch)
+
+
+def _spec_changed(pod: DriverPod, obs: Observation) -> bool:
+    """Rule 6: the pod's hash is neither the spec's nor, for a driver launched before the hash
+    was narrowed, the old formula's hash of the same spec."""
+    current = {obs.spec_hash, *obs.legacy_spec_hashes} - {""}
+    return pod.spec_hash not in current
 
 
 def _blocked(obs: Observation, spec: PipelineSpec, blocked: Blocked, launch: Plan) -> Plan:

@@ -28,6 +28,7 @@ from eo_operator.blockers import FENCE, SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
 from eo_operator.fence_owner import ADOPT_ANNOTATION, adoption, fence_owner
 from eo_operator.kube import Conflict, Kube
+from eo_operator.legacy_hash import legacy_spec_hashes
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import (
     NODE_LOST_GRACE_SECONDS,
@@ -48,6 +49,7 @@ from eo_operator.resources import (
     SPEC_KEY,
     driver_pod,
     driver_service,
+    job_image,
     spec_configmap,
     spec_configmap_name,
     spec_hash,
@@ -304,12 +306,17 @@ class Reconciler:
             self.kube.delete_pod(namespace, pod_name)
         annotations = obj["metadata"].get("annotations") or {}
         raw_epoch = annotations.get("eo.dev/epoch", "")
+        current, legacy = "", frozenset[str]()
+        if pipeline is not None:
+            current = spec_hash(pipeline, job_image(pipeline, self.settings.job_image))
+            legacy = legacy_spec_hashes(pipeline)
         observation = Observation(
             now=datetime.now(UTC),
             generation=int(obj["metadata"].get("generation", 1)),
             spec=pipeline.spec if pipeline else None,
             spec_error=error,
-            spec_hash=spec_hash(pipeline) if pipeline else "",
+            spec_hash=current,
+            legacy_spec_hashes=legacy,
             annotation_epoch=int(raw_epoch) if raw_epoch.isdigit() else None,
             memory=self._with_blocker(namespace, name, memory_from_status(obj.get("status") or {})),
             driver=driver,
@@ -570,7 +577,7 @@ class Reconciler:
         later lost, its object force-deleted) even if this operator dies before the next line.
         With status.epoch written first the planner never relaunches with that epoch again.
         """
-        image = pipeline.spec.driver.image or self.settings.job_image
+        image = job_image(pipeline, self.settings.job_image)
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
         pod = driver_pod(
             pipeline,
@@ -587,6 +594,7 @@ class Reconciler:
                 {
                     "epoch": epoch,
                     "driverPod": pod["metadata"]["name"],
+                    "driverSpecHash": pod["metadata"]["labels"][LABEL_SPEC_HASH],
                     "lastLaunchTime": datetime.now(UTC).isoformat(),
                 },
             )

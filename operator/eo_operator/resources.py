@@ -2,10 +2,11 @@
 
 Pure functions of the pipeline object and an epoch. Pod names carry the epoch
 (``<pipeline>-<hash>-driver-e<epoch>``), so creating a driver is idempotent and a pod is tied to
-the one epoch it was launched with; its labels carry the epoch and a hash of the spec, which is
-how the planner notices both zombies and spec changes. Every derived name carries a short hash
-of the full pipeline name, so two pipelines never share an object however their names are cut
-to fit; the pipeline name itself is a label value, which the CRD keeps within 63 characters.
+the one epoch it was launched with; its labels carry the epoch and a hash of what the driver runs
+(``spec_hash``), which is how the planner notices both zombies and spec changes. Every derived
+name carries a short hash of the full pipeline name, so two pipelines never share an object
+however their names are cut to fit; the pipeline name itself is a label value, which the CRD
+keeps within 63 characters.
 """
 
 from __future__ import annotations
@@ -36,9 +37,44 @@ UI_PORT = 4040
 Service> 4040`` reaches it."""
 
 
-def spec_hash(pipeline: Pipeline) -> str:
-    """Hash of the spec fields that need a driver restart (``suspend`` does not)."""
-    data = pipeline.spec.model_dump(mode="json", by_alias=True, exclude={"suspend"})
+DRIVER_POD_SELECTOR = f"{MANAGED_BY}=eo,{COMPONENT}=driver"
+"""Labels every driver pod carries and no other pod eo makes (executor pods carry Spark's
+labels, the chart's pods ``managed-by: Helm``; a pod template cannot replace eo's labels): the
+operator lists and watches only the pods that match (``main.configure``)."""
+
+OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy"})
+"""Spec fields (attribute names of ``PipelineSpec``) the driver never reads, left out of
+``spec_hash`` so that editing them never restarts it: ``suspend`` stops the driver by a rule of
+its own; ``alerts`` are thresholds the operator exports as metrics; ``restartPolicy`` governs
+the operator's relaunches, start timeout and kept failed pods. ``restartNonce`` is not one of
+them: changing it is how a user asks for a restart."""
+
+
+def job_image(pipeline: Pipeline, default: str) -> str:
+    """The image the driver (and its executors) run: ``spec.driver.image``, else the operator's
+    job image ``default`` (``EO_JOB_IMAGE``, the chart's ``driver.image``)."""
+    return pipeline.spec.driver.image or default
+
+
+def spec_hash(pipeline: Pipeline, image: str) -> str:
+    """Hash of what a driver runs: the spec fields it reads and its ``image`` (``job_image``).
+
+    A driver whose pod carries another hash is stopped at a batch boundary and relaunched, so
+    the hash moves with nothing else. Fields only the operator reads are left out
+    (``OPERATOR_ONLY_FIELDS``), and so are fields at their default: a field a newer operator
+    adds, with a default, would otherwise change every pipeline's hash and restart every
+    driver of the cluster at once; and a default a user writes out hashes as when it is left
+    out. The image counts because a driver keeps the image it started with: a new operator
+    job image reaches a driver only through a restart.
+    """
+    spec = pipeline.spec.model_dump(
+        mode="json", by_alias=True, exclude=set(OPERATOR_ONLY_FIELDS), exclude_defaults=True
+    )
+    return digest({"spec": spec, "image": image})
+
+
+def digest(data: Any) -> str:
+    """The 16 hex characters of a spec hash (a label value) for JSON-able ``data``."""
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -188,9 +224,10 @@ def driver_pod(
     node_lost_seconds: int = 30,
     platform_assigns_uid: bool = False,
 ) -> dict[str, Any]:
-    """The driver Pod of ``epoch``: non-root, read-only root filesystem, secrets by reference,
-    replaced ``node_lost_seconds`` after its node stops being Ready; with no UID, GID or
-    fsGroup where the platform assigns them (OpenShift), as the executor pods it creates.
+    """The driver Pod of ``epoch``, running ``image`` (``job_image``): non-root, read-only root
+    filesystem, secrets by reference, no ServiceAccount token in local mode, replaced
+    ``node_lost_seconds`` after its node stops being Ready; with no UID, GID or fsGroup where
+    the platform assigns them (OpenShift), as the executor pods it creates.
 
     The container names no command: the image's entrypoint (tini, then docker/entrypoint.sh)
     runs ``eo run --epoch N``, so a UID without a passwd entry gets its name before Spark's
@@ -247,7 +284,7 @@ def driver_pod(
         **_labels(pipeline),
         COMPONENT: "driver",
         LABEL_EPOCH: str(epoch),
-        LABEL_SPEC_HASH: spec_hash(pipeline),
+        LABEL_SPEC_HASH: spec_hash(pipeline, image),
     }
     memory = k8s_memory(spec.driver.memory)
     pod: dict[str, Any] = {
@@ -293,6 +330,11 @@ def driver_pod(
     }
     if service_account:
         pod["spec"]["serviceAccountName"] = service_account
+    if spec.executors.instances == 0:
+        # Local mode: Spark runs local[N] and the driver never calls the API server (only a
+        # driver with executors creates pods). Without this every container of the pod,
+        # template sidecars included, could use the token of the drivers' ServiceAccount.
+        pod["spec"]["automountServiceAccountToken"] = False
     if spec.driver.pod_template is not None:
         template = spec.driver.pod_template.model_dump(by_alias=True)
         pod = pod_template.merged(pod, template, "driver")

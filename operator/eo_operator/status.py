@@ -139,6 +139,7 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
     if obs.driver is not None and obs.driver.phase in ("Pending", "Running"):
         status["epoch"] = obs.driver.epoch
         status["driverPod"] = obs.driver.name
+        status["driverSpecHash"] = obs.driver.spec_hash or None
     conds = {"conditions": current.get("conditions") or []}
     conds["conditions"] = conditions(
         conds,

@@ -297,9 +297,9 @@ def test_a_relaunch_that_never_happened_is_retried_without_counting_a_restart() 
 def test_a_changed_restart_nonce_is_a_spec_change_and_counts_no_restart() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "orders-ledger.yaml"
     doc = yaml.safe_load(example.read_text())
-    before = spec_hash(parse_pipeline(doc))
+    before = spec_hash(parse_pipeline(doc), "eo-job:test")
     doc["spec"]["restartNonce"] = 1
-    after = spec_hash(parse_pipeline(doc))
+    after = spec_hash(parse_pipeline(doc), "eo-job:test")
     assert before != after
 
     memory = Memory(phase=Phase.RUNNING, epoch=1)

@@ -799,6 +799,12 @@ class PipelineStatus(Model):
     """Epoch of the last recovery that finished (fence raised, in-doubt transactions resolved)."""
     driver_pod: str | None = None
     """Name of the current driver pod."""
+    driver_spec_hash: str | None = None
+    """The spec hash the current driver pod carries (its eo.dev/spec-hash label): a hash of the
+    spec fields the driver reads, defaults left out, and of its image (a driver launched by an
+    operator older than this field carries the older formula's hash). The operator restarts a
+    driver whose hash is out of date; an edit of suspend, alerts or restartPolicy, which only
+    the operator reads, restarts none."""
     restarts: int = 0
     """Driver relaunches after failures inside the restart window."""
     last_batch_id: int | None = None
