@@ -252,39 +252,22 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
     from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
 
     if args.file is not None:
+        from eo_jobs.audit.targets import NotAppendOnlyError, target_for
+
         pipeline, bound = _bound(args)
-        names = [s.name for s in pipeline.spec.sinks]
-        columns = _named_columns(args, names)
-        upserts = [
-            s.name
-            for s in pipeline.spec.sinks
-            if s.postgres.mode == "upsert" and s.name in (args.append_only or [])
-        ]
-        if upserts:
-            raise CliError(
-                f"--append-only {upserts[0]}: an upsert sink is not append-only (its count moves "
-                "by new keys only), so its count cannot be checked",
-                EXIT_USAGE,
+        columns = _named_columns(args, [s.name for s in pipeline.spec.sinks])
+        try:
+            target = target_for(
+                pipeline,
+                bound.dsns,
+                bound.control.dsn,
+                append_only=args.append_only or [],
+                batch_columns=columns,
+                checkpoint=args.checkpoint,
+                prepared_bound_seconds=getattr(args, "prepared_bound", 600.0),
             )
-        sinks = tuple(
-            SinkTarget(
-                s.name,
-                bound.dsns[s.name],
-                s.postgres.table,
-                append_only=s.name in (args.append_only or []),
-                batch_column=columns.get(s.name),
-            )
-            for s in pipeline.spec.sinks
-        )
-        location = args.checkpoint or pipeline.spec.checkpoint.location
-        target = AuditTarget(
-            pipeline.key,
-            bound.control.dsn,
-            sinks,
-            None,
-            location,
-            getattr(args, "prepared_bound", 600.0),
-        )
+        except NotAppendOnlyError as exc:
+            raise CliError(f"--append-only: {exc}", EXIT_USAGE) from None
         return target, pipeline, bound
     if not args.pipeline or not args.sink:
         raise CliError(
@@ -372,15 +355,15 @@ def _reconcile(args: argparse.Namespace) -> int:
     from eo_jobs.audit import report
 
     target, pipeline, bound = _audit_sources(args)
-    dead = None
     if pipeline is not None:
-        first = pipeline.spec.sinks[0].name
-        dead = (bound.dsns[first], pipeline.spec.dead_letter_table())
-    elif args.dead_letter_table:
-        dead = (target.sinks[0].dsn, args.dead_letter_table)
-    sources = report.ReportSources(
-        target.pipeline, target.control_dsn, {s.name: s.dsn for s in target.sinks}, dead
-    )
+        from eo_jobs.audit.targets import report_sources_for
+
+        sources = report_sources_for(pipeline, bound.dsns, target.control_dsn)
+    else:
+        dead = (target.sinks[0].dsn, args.dead_letter_table) if args.dead_letter_table else None
+        sources = report.ReportSources(
+            target.pipeline, target.control_dsn, {s.name: s.dsn for s in target.sinks}, dead
+        )
     if args.verify:
         try:
             saved = json.loads(Path(args.verify).read_text(encoding="utf-8"))
