@@ -234,3 +234,20 @@ def test_the_position_round_trips_through_json(pg_dsn: str) -> None:
     h.drive(pg_dsn, range(2))
     result = audit(h.target(pg_dsn))
     assert Position.from_json(result.end.as_json()) == result.end
+
+
+def test_at_least_once_batches_are_not_counted_and_say_why(pg_dsn: str) -> None:
+    """Without two-phase commit the tasks commit their rows with no marker: the count and the
+    participants cannot be checked, and the audit says so instead of reporting a loss."""
+    ph.create_table(pg_dsn)
+    coord = _started(pg_dsn, 1)
+    for batch_id in range(3):
+        assert coord.begin(ph.QUERY, batch_id, h.kafka(batch_id)) is None
+        rows = ph.batch_rows(batch_id)
+        count = ph.writer(pg_dsn).write(rows, gid=None, pipeline=ph.PIPELINE, batch_id=batch_id)
+        coord.record(ph.QUERY, batch_id, [Prepared(ph.SINK, "-", count)], h.kafka(batch_id), 1.0)
+    result = audit(h.target(pg_dsn))
+    assert result.ok, result.violations
+    assert _status(result, Check.PARTICIPANTS) is Status.PARTIAL
+    count_run = next(c for c in result.checks if c.check is Check.TABLE_COUNT)
+    assert count_run.status is Status.NOT_RUN and "without participants" in count_run.detail

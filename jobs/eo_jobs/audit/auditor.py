@@ -151,7 +151,9 @@ def _table_checks(
         evidence = sinks.get(sink_token(sink.name))
         if evidence is None:
             continue
-        run, bad, baseline = counts.check_count(sink, evidence, start, end_batches, upper, top)
+        run, bad, baseline = counts.check_count(
+            sink, evidence, start, end_batches, upper, top, found.without_participants
+        )
         state.checks.append(run)
         state.violations.extend(bad)
         if baseline is not None:

@@ -41,12 +41,15 @@ def check_count(
     end: Mapping[str, int],
     tokens: Iterable[str],
     upper: int | None,
+    unmarked: Iterable[int] = (),
 ) -> tuple[CheckRun, list[Violation], int | None]:
     """(what ran, violations, the baseline for the next pass).
 
     ``end`` is the new position per query token, ``tokens`` the queries this pass audited and
     ``upper`` the highest batch it read (named by a violation, since a count cannot say which
-    batch a stray row belongs to).
+    batch a stray row belongs to). ``unmarked`` are batches that wrote rows without
+    participants (at-least-once or idempotent): their rows have no markers, so the count cannot
+    be checked, and the next pass starts from the count as it is.
     """
     subject = f"{target.name} ({target.table})"
     if not target.append_only:
@@ -71,6 +74,19 @@ def check_count(
     starts = dict(start.batches)
     baseline_next = rows - _marker_rows(evidence, end, starts)
     baseline = start.table_rows.get(target.name)
+    unmarked = sorted(unmarked)
+    if unmarked:
+        return (
+            CheckRun(
+                Check.TABLE_COUNT,
+                subject,
+                Status.NOT_RUN,
+                f"batches {', '.join(map(str, unmarked[:5]))} wrote rows without participants "
+                "(at-least-once or idempotent), which commit no markers to count against",
+            ),
+            [],
+            baseline_next,
+        )
     horizon = evidence.horizon
     from_start = not any(batch >= 0 for batch in start.batches.values())
     if baseline is None:
