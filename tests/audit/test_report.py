@@ -54,7 +54,8 @@ def test_a_report_lists_batches_ranges_rows_and_dead_letters(pg_dsn: str) -> Non
         {"orders-0": [None, 20], "orders-1": [None, 40]}
     ]
     assert one["rows_written"] == ph.ROWS_PER_BATCH and one["dead_letters"] == 2
-    assert one["rows_by_sink"] == {"ledger-fe14010b": ph.ROWS_PER_BATCH}
+    assert one["rows_by_sink"] == {ph.SINK: ph.ROWS_PER_BATCH}
+    assert saved["batches"][0]["dead_letters"] == 0
     assert saved["totals"] == {
         "batches": 5,
         "rows_written": 5 * ph.ROWS_PER_BATCH,

@@ -275,8 +275,10 @@ def _checkpoint_checks(state: _Pass) -> None:
     folder = local_folder(location)
     if folder is None or not folder.is_dir():
         why = (
-            f"{location} is not a folder on this machine (an object store is read only "
-            "through Spark's Hadoop FileSystem, which the auditor does not load)"
+            f"{location} is in an object store, which only Spark's Hadoop FileSystem reads (the "
+            "auditor does not load Spark)"
+            if folder is None
+            else f"{location} is not a folder on this machine (mount the checkpoint's volume)"
         )
         state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, why)
         return

@@ -28,6 +28,7 @@ from psycopg import sql
 from eo_jobs.audit.coverage import kafka_ends, log_offset
 from eo_jobs.audit.evidence import reading, table_identifier
 from eo_jobs.protocol.gid import Gid, sink_token
+from eo_jobs.spec.models import DEAD_LETTER_SINK
 
 VERSION = "eo-report-v1"
 HASHED = (
@@ -148,6 +149,7 @@ def build(sources: ReportSources, start: datetime, end: datetime) -> dict[str, A
     offsets_of = {(q, b): o for q, b, _, _, o, _, _ in rows}
     dead = _dead_letters(sources, [int(r[1]) for r in rows])
     by_sink = _rows_by_sink(sources, [g for r in rows for g in r[3]])
+    names = {sink_token(n): n for n in (*sources.sink_dsns, DEAD_LETTER_SINK)}
     batches: list[dict[str, Any]] = []
     head = genesis(sources.pipeline, _iso(start), _iso(end))
     for query_id, batch_id, epoch, participants, offsets, written, decided_at in rows:
@@ -161,9 +163,9 @@ def build(sources: ReportSources, start: datetime, end: datetime) -> dict[str, A
             "source_offsets": offsets,
             "source_ranges": _ranges(before, offsets),
             "rows_written": int(written),
-            "dead_letters": dead.get(int(batch_id)) if dead is not None else None,
+            "dead_letters": dead.get(int(batch_id), 0) if dead is not None else None,
         }
-        record["rows_by_sink"] = _sum_by_sink(participants, by_sink)
+        record["rows_by_sink"] = _sum_by_sink(participants, by_sink, names)
         head = chain(head, record)
         record["hash"] = head
         batches.append(record)
@@ -230,11 +232,14 @@ def _rows_by_sink(sources: ReportSources, gids: Sequence[str]) -> dict[str, int 
     return rows
 
 
-def _sum_by_sink(participants: Sequence[str], rows: Mapping[str, int | None]) -> dict[str, Any]:
+def _sum_by_sink(
+    participants: Sequence[str], rows: Mapping[str, int | None], names: Mapping[str, str]
+) -> dict[str, Any]:
+    """Rows per sink name (a sink the report was not given keeps its gid token)."""
     out: dict[str, Any] = {}
     for gid in participants:
         parsed = Gid.parse(gid)
-        name = parsed.sink if parsed else gid
+        name = names.get(parsed.sink, parsed.sink) if parsed else gid
         count = rows.get(gid)
         if name in out and out[name] is None:
             continue
