@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from eo_jobs.audit import AuditResult, Check, Position, Status, audit
+from eo_jobs.audit import AuditResult, Check, Position, Status, audit, participants
 from eo_jobs.protocol import xa
 from eo_jobs.protocol.coordinator import Prepared
+from eo_jobs.protocol.gid import pipeline_token
 from tests.audit import harness as h
 from tests.protocol import harness as ph
 
@@ -217,6 +218,7 @@ def test_markers_pruned_past_the_position_make_the_checks_say_so(
     assert first.end.batches == {h.harness_token(): 1}
     monkeypatch.setattr(xa, "MARKER_RETENTION_BATCHES", 2)
     monkeypatch.setattr(xa, "MARKER_RETENTION_SECONDS", 0.0)
+    monkeypatch.setattr(participants, "PRUNABLE_AFTER_SECONDS", -1.0)  # as if a day had passed
     time.sleep(0.01)
     pruned = xa.PreparedTransactions(pg_dsn).prune_markers(ph.PIPELINE, 6)  # batches 0..3
     assert pruned == 4 * ph.TASKS
@@ -251,3 +253,21 @@ def test_at_least_once_batches_are_not_counted_and_say_why(pg_dsn: str) -> None:
     assert _status(result, Check.PARTICIPANTS) is Status.PARTIAL
     count_run = next(c for c in result.checks if c.check is Check.TABLE_COUNT)
     assert count_run.status is Status.NOT_RUN and "without participants" in count_run.detail
+
+
+def test_a_recent_loss_below_an_older_querys_prune_horizon_is_still_a_loss(pg_dsn: str) -> None:
+    """The prune horizon is per pipeline: a query that started over sits below the old query's.
+    A participant decided less than a day ago cannot have lost its marker to pruning."""
+    coord = h.drive(pg_dsn, range(2))
+    h.sql(
+        pg_dsn,
+        "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, 50000, 0)",
+        (xa.PRUNED_PREFIX + pipeline_token(ph.PIPELINE), ph.PIPELINE),
+    )
+    _decide_without_phase_two(pg_dsn, coord, 2)
+    gid = h.sql(pg_dsn, "SELECT participants[2] FROM eo.decisions WHERE batch_id = 2")[0][0]
+    h.sql(pg_dsn, f"ROLLBACK PREPARED '{gid}'")
+    result = audit(h.target(pg_dsn))
+    assert _named(result, Check.PARTICIPANTS) == [2]
+    assert gid in result.violations[0].evidence
+    _started(pg_dsn, 2)  # gids are unique server-wide: leave nothing prepared for other tests

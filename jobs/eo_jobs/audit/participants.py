@@ -18,6 +18,14 @@ from datetime import datetime
 from eo_jobs.audit.evidence import LoggedDecision, SinkEvidence
 from eo_jobs.audit.model import Check, Violation
 from eo_jobs.protocol.gid import Gid
+from eo_jobs.protocol.xa import MARKER_RETENTION_SECONDS
+
+PRUNABLE_AFTER_SECONDS = MARKER_RETENTION_SECONDS - 3600.0
+"""A marker is pruned only once it is ``MARKER_RETENTION_SECONDS`` old; it is written when its
+participant prepares, before the decision, by less than the hour this leaves for a batch's
+writing. A participant of a batch decided more recently than this cannot have lost its marker
+to pruning, whatever the prune horizon says: the horizon is kept per pipeline, not per query,
+so a query that started over has its first batches below an older query's horizon."""
 
 
 @dataclass
@@ -99,7 +107,11 @@ def check_participants(
                             "locks held until recovery commits it",
                         )
                     )
-            elif sink.horizon is not None and decision.batch_id <= sink.horizon:
+            elif (
+                sink.horizon is not None
+                and decision.batch_id <= sink.horizon
+                and (now - decision.decided_at).total_seconds() > PRUNABLE_AFTER_SECONDS
+            ):
                 out.unverifiable.append(
                     f"{gid} (batch {decision.batch_id}): its marker was pruned (markers are "
                     f"pruned through batch {sink.horizon} in its database)"
