@@ -271,3 +271,20 @@ def test_a_recent_loss_below_an_older_querys_prune_horizon_is_still_a_loss(pg_ds
     assert _named(result, Check.PARTICIPANTS) == [2]
     assert gid in result.violations[0].evidence
     _started(pg_dsn, 2)  # gids are unique server-wide: leave nothing prepared for other tests
+
+
+def test_the_count_runs_below_an_older_querys_prune_horizon_for_recent_batches(
+    pg_dsn: str,
+) -> None:
+    coord = h.drive(pg_dsn, range(3))
+    first = audit(h.target(pg_dsn))
+    h.sql(
+        pg_dsn,
+        "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, 50000, 0)",
+        (xa.PRUNED_PREFIX + pipeline_token(ph.PIPELINE), ph.PIPELINE),
+    )
+    h.drive(pg_dsn, range(3, 5), coord=coord)
+    h.sql(pg_dsn, "DELETE FROM public.ledger WHERE batch_id = 4 AND id % 7 = 0")
+    later = audit(h.target(pg_dsn), first.end)
+    assert _status(later, Check.TABLE_COUNT) is Status.RAN
+    assert _named(later, Check.TABLE_COUNT) == [4]

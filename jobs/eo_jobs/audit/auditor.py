@@ -145,6 +145,11 @@ def _table_checks(
 ) -> dict[str, int]:
     """Count and batch-column checks per sink; returns the next pass's count baselines."""
     start, target, query_ids = state.start, state.target, state.query_ids
+    now = state.control.now
+    fresh = [
+        d.decided_at for t, ds in state.by_query.items() for d in ds if d.batch_id > start.batch(t)
+    ]
+    oldest = (now - min(fresh)).total_seconds() if now is not None and fresh else None
     table_rows = dict(start.table_rows)
     top = max(upper.values(), default=None)
     for sink in target.sinks:
@@ -152,7 +157,14 @@ def _table_checks(
         if evidence is None:
             continue
         run, bad, baseline = counts.check_count(
-            sink, evidence, start, end_batches, upper, top, found.without_participants
+            sink,
+            evidence,
+            start,
+            end_batches,
+            upper,
+            top,
+            found.without_participants,
+            oldest,
         )
         state.checks.append(run)
         state.violations.extend(bad)

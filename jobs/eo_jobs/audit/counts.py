@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from eo_jobs.audit import participants
 from eo_jobs.audit.evidence import SinkEvidence
 from eo_jobs.audit.model import Check, CheckRun, Position, SinkTarget, Status, Violation
 from eo_jobs.protocol.gid import sink_token
@@ -42,6 +43,7 @@ def check_count(
     tokens: Iterable[str],
     upper: int | None,
     unmarked: Iterable[int] = (),
+    oldest_seconds: float | None = None,
 ) -> tuple[CheckRun, list[Violation], int | None]:
     """(what ran, violations, the baseline for the next pass).
 
@@ -49,7 +51,9 @@ def check_count(
     ``upper`` the highest batch it read (named by a violation, since a count cannot say which
     batch a stray row belongs to). ``unmarked`` are batches that wrote rows without
     participants (at-least-once or idempotent): their rows have no markers, so the count cannot
-    be checked, and the next pass starts from the count as it is.
+    be checked, and the next pass starts from the count as it is. ``oldest_seconds`` is the age
+    of the oldest decision above the position: markers younger than a day cannot have been
+    pruned, whatever the (per-pipeline) prune horizon says.
     """
     subject = f"{target.name} ({target.table})"
     if not target.append_only:
@@ -109,7 +113,10 @@ def check_count(
                 [],
                 baseline_next,
             )
-    behind = [t for t in tokens if horizon is not None and start.batch(t) < horizon]
+    # No decision above the position: no marker above it to prune.
+    limit = participants.PRUNABLE_AFTER_SECONDS
+    prunable = oldest_seconds is not None and oldest_seconds > limit
+    behind = [t for t in tokens if horizon is not None and start.batch(t) < horizon and prunable]
     if behind:
         return (
             CheckRun(
