@@ -4,6 +4,7 @@ pass with every check that can run listed as run."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -288,3 +289,17 @@ def test_the_count_runs_below_an_older_querys_prune_horizon_for_recent_batches(
     later = audit(h.target(pg_dsn), first.end)
     assert _status(later, Check.TABLE_COUNT) is Status.RAN
     assert _named(later, Check.TABLE_COUNT) == [4]
+
+
+def test_a_sink_database_that_cannot_be_read_is_not_run_and_keeps_the_position(
+    pg_dsn: str,
+) -> None:
+    h.drive(pg_dsn, range(3))
+    good = h.target(pg_dsn)
+    down = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"
+    sink = dataclasses.replace(good.sinks[0], dsn=down)
+    result = audit(dataclasses.replace(good, sinks=(sink,), dead_letter_dsn=pg_dsn))
+    not_run = {(c.check, c.subject) for c in result.checks if c.status is Status.NOT_RUN}
+    assert (Check.PARTICIPANTS, ph.SINK) in not_run and (Check.TABLE_COUNT, ph.SINK) in not_run
+    assert _status(result, Check.PARTICIPANTS) is Status.NOT_RUN
+    assert result.end == result.start and "position kept" in result.pending[-1]

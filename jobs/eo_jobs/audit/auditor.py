@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psycopg
 
@@ -50,6 +50,9 @@ class _Pass:
     query_ids: dict[str, str]
     checks: list[CheckRun]
     violations: list[Violation]
+    unreadable: list[str] = field(default_factory=list)
+    """Sink databases that could not be read: the position stays, so the next pass checks
+    these batches again rather than never."""
 
     def ran(self, check: Check, subject: str, status: Status, detail: str = "") -> None:
         self.checks.append(CheckRun(check, subject, status, detail))
@@ -86,10 +89,17 @@ def audit(
         if b
     ]
     table_rows = _table_checks(state, sinks, end_batches, upper, found)
+    end = Position(end_batches, table_rows)
+    if state.unreadable:
+        end = start
+        pending.append(
+            f"position kept: {', '.join(state.unreadable)} could not be read, so this pass's "
+            "batches are audited again by the next"
+        )
     return AuditResult(
         pipeline=target.pipeline,
         start=start,
-        end=Position(end_batches, table_rows),
+        end=end,
         batches=len(audited),
         last_batch=dict(control.last_batch),
         checks=tuple(state.checks),
@@ -272,6 +282,7 @@ def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvi
             )
         except psycopg.Error as exc:
             why = f"cannot read its database: {' '.join(str(exc).split())}"
+            state.unreadable.append(f"sink {name}")
             for check in (Check.PARTICIPANTS, Check.ORPHAN_MARKERS, Check.TABLE_COUNT):
                 state.ran(check, name, Status.NOT_RUN, why)
     return read
