@@ -12,9 +12,12 @@ import pytest
 from eo_jobs.audit import AuditResult, Check, Position, Status, audit, participants
 from eo_jobs.protocol import xa
 from eo_jobs.protocol.coordinator import Prepared
-from eo_jobs.protocol.gid import pipeline_token
+from eo_jobs.protocol.gid import pipeline_token, query_token
 from tests.audit import harness as h
 from tests.protocol import harness as ph
+
+OLDER_QUERY = query_token("0b7e1d2c-0000-4000-8000-00000000a11d")
+"""A streaming query of the same pipeline before it started over (a new checkpoint)."""
 
 
 def _named(result: AuditResult, check: Check) -> list[int | None]:
@@ -257,13 +260,13 @@ def test_at_least_once_batches_are_not_counted_and_say_why(pg_dsn: str) -> None:
 
 
 def test_a_recent_loss_below_an_older_querys_prune_horizon_is_still_a_loss(pg_dsn: str) -> None:
-    """The prune horizon is per pipeline: a query that started over sits below the old query's.
-    A participant decided less than a day ago cannot have lost its marker to pruning."""
+    """A query that started over has its batch ids below an older query's prune horizon, which
+    says nothing of them (horizons are kept per query)."""
     coord = h.drive(pg_dsn, range(2))
     h.sql(
         pg_dsn,
         "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, 50000, 0)",
-        (xa.PRUNED_PREFIX + pipeline_token(ph.PIPELINE), ph.PIPELINE),
+        (xa.horizon_gid(pipeline_token(ph.PIPELINE), OLDER_QUERY), ph.PIPELINE),
     )
     _decide_without_phase_two(pg_dsn, coord, 2)
     gid = h.sql(pg_dsn, "SELECT participants[2] FROM eo.decisions WHERE batch_id = 2")[0][0]
@@ -282,7 +285,7 @@ def test_the_count_runs_below_an_older_querys_prune_horizon_for_recent_batches(
     h.sql(
         pg_dsn,
         "INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, 50000, 0)",
-        (xa.PRUNED_PREFIX + pipeline_token(ph.PIPELINE), ph.PIPELINE),
+        (xa.horizon_gid(pipeline_token(ph.PIPELINE), OLDER_QUERY), ph.PIPELINE),
     )
     h.drive(pg_dsn, range(3, 5), coord=coord)
     h.sql(pg_dsn, "DELETE FROM public.ledger WHERE batch_id = 4 AND id % 7 = 0")

@@ -73,3 +73,25 @@ def test_a_decided_participant_rolled_back_above_the_prune_horizon_is_still_a_lo
         conn.execute(psycopg.sql.SQL("ROLLBACK PREPARED {}").format(psycopg.sql.Literal(gid)))
     with pytest.raises(LostParticipantError):
         store.commit(gid)
+
+
+def test_a_lost_participant_of_a_query_that_started_over_is_not_taken_for_a_pruned_one(
+    pg_dsn: str,
+) -> None:
+    """Batch ids start again at 0 when a streaming query starts over (a new checkpoint): the
+    old query's prune horizon says nothing of the new query's batches."""
+    harness.create_table(pg_dsn)
+    coord = harness.coordinator(pg_dsn, 1)
+    coord.startup()
+    harness.run_batch(coord, pg_dsn, 0)
+    _age_markers(pg_dsn, 0, days=2)
+    store = coord.stores[harness.SINK]
+    assert store.prune_markers(harness.PIPELINE, MARKER_RETENTION_BATCHES + 1) == harness.TASKS
+    # The new query's batch 0: decided, then its participant rolled back by hand (never here).
+    lost = coord.gid("9d8c7b6a-0000-4000-8000-000000000000", harness.SINK, 0, 0, 0)
+    with pytest.raises(LostParticipantError):
+        store.commit(lost)
+    # The old query's own pruned participants still read as pruned.
+    old = coord.control.decision(harness.PIPELINE, harness.QUERY, 0)
+    assert old is not None
+    assert {store.commit(gid).value for gid in old.participants} == {"marker-pruned"}

@@ -53,7 +53,7 @@ def check_count(
     participants (at-least-once or idempotent): their rows have no markers, so the count cannot
     be checked, and the next pass starts from the count as it is. ``oldest_seconds`` is the age
     of the oldest decision above the position: markers younger than a day cannot have been
-    pruned, whatever the (per-pipeline) prune horizon says.
+    pruned, whatever the prune horizon of their query says.
     """
     subject = f"{target.name} ({target.table})"
     if not target.append_only:
@@ -91,7 +91,7 @@ def check_count(
             [],
             baseline_next,
         )
-    horizon = evidence.horizon
+    horizon = max(evidence.horizons.values(), default=None)
     from_start = not any(batch >= 0 for batch in start.batches.values())
     if baseline is None:
         if horizon is None and from_start:
@@ -116,8 +116,13 @@ def check_count(
     # No decision above the position: no marker above it to prune.
     limit = participants.PRUNABLE_AFTER_SECONDS
     prunable = oldest_seconds is not None and oldest_seconds > limit
-    behind = [t for t in tokens if horizon is not None and start.batch(t) < horizon and prunable]
+    behind = [
+        t
+        for t in tokens
+        if (h := evidence.horizons.get(t)) is not None and start.batch(t) < h and prunable
+    ]
     if behind:
+        horizon = max(evidence.horizons[t] for t in behind)
         return (
             CheckRun(
                 Check.TABLE_COUNT,

@@ -80,8 +80,9 @@ class SinkEvidence:
 
     sink: str
     has_markers: bool
-    horizon: int | None
-    """The highest batch of this pipeline whose markers pruning deleted here, if any."""
+    horizons: dict[str, int]
+    """Query token -> the highest batch of that query whose markers pruning deleted here
+    (``xa.horizon_gid``; batch ids start again at 0 when a query starts over)."""
     markers: dict[str, Marker] = field(default_factory=dict)
     """Gid -> marker, for this sink's participants above the lowest position."""
     prepared: dict[str, Prepared] = field(default_factory=dict)
@@ -196,13 +197,14 @@ def read_sink(
             "SELECT to_regclass('eo.markers') IS NOT NULL, clock_timestamp()"
         ).fetchone()
         assert row is not None
-        evidence = SinkEvidence(sink, bool(row[0]), None, now=row[1])
+        evidence = SinkEvidence(sink, bool(row[0]), {}, now=row[1])
         if evidence.has_markers:
-            horizon = conn.execute(
-                "SELECT batch_id FROM eo.markers WHERE gid = %s",
-                (PRUNED_PREFIX + pipeline_token(pipeline),),
-            ).fetchone()
-            evidence.horizon = None if horizon is None else int(horizon[0])
+            horizon_prefix = PRUNED_PREFIX + pipeline_token(pipeline) + ":"
+            for gid, batch in conn.execute(
+                "SELECT gid, batch_id FROM eo.markers WHERE starts_with(gid, %s)",
+                (horizon_prefix,),
+            ):
+                evidence.horizons[str(gid)[len(horizon_prefix) :]] = int(batch)
             for gid, batch, rows in conn.execute(
                 """SELECT gid, batch_id, rows_written FROM eo.markers
                    WHERE pipeline = %s AND batch_id > %s AND starts_with(gid, %s)""",

@@ -24,8 +24,8 @@ PRUNABLE_AFTER_SECONDS = MARKER_RETENTION_SECONDS - 3600.0
 """A marker is pruned only once it is ``MARKER_RETENTION_SECONDS`` old; it is written when its
 participant prepares, before the decision, by less than the hour this leaves for a batch's
 writing. A participant of a batch decided more recently than this cannot have lost its marker
-to pruning, whatever the prune horizon says: the horizon is kept per pipeline, not per query,
-so a query that started over has its first batches below an older query's horizon."""
+to pruning, whatever the prune horizon says (a second guard beside the horizon, which is kept
+per streaming query)."""
 
 
 @dataclass
@@ -108,13 +108,13 @@ def check_participants(
                         )
                     )
             elif (
-                sink.horizon is not None
-                and decision.batch_id <= sink.horizon
+                (horizon := sink.horizons.get(parsed.query)) is not None
+                and decision.batch_id <= horizon
                 and (now - decision.decided_at).total_seconds() > PRUNABLE_AFTER_SECONDS
             ):
                 out.unverifiable.append(
-                    f"{gid} (batch {decision.batch_id}): its marker was pruned (markers are "
-                    f"pruned through batch {sink.horizon} in its database)"
+                    f"{gid} (batch {decision.batch_id}): its marker was pruned (markers of its "
+                    f"query are pruned through batch {horizon} in its database)"
                 )
             else:
                 out.violations.append(

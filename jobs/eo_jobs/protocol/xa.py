@@ -29,8 +29,17 @@ MARKER_RETENTION_SECONDS = 24 * 3600.0
 """Markers are pruned only once they are this old too (as well as ``MARKER_RETENTION_BATCHES``
 behind), so a fast pipeline keeps a day of them for an audit of its participants."""
 PRUNED_PREFIX = "pruned:"
-"""The gid of a database's prune horizon row in ``eo.markers`` (``pruned:<pipeline token>``):
-its ``batch_id`` is the highest batch whose markers pruning deleted. Never an eo gid."""
+"""Start of the gid of a prune horizon row in ``eo.markers``
+(``pruned:<pipeline token>:<query token>``): its ``batch_id`` is the highest batch of that
+streaming query whose markers pruning deleted. Never an eo gid. Kept per query, not per
+pipeline: batch ids start again at 0 when a query starts over, and under a pipeline-wide horizon
+a lost participant of the new query would pass for a pruned one."""
+
+
+def horizon_gid(pipeline: str, query: str) -> str:
+    """The horizon row's gid for pipeline token ``pipeline`` and query token ``query``."""
+    return f"{PRUNED_PREFIX}{pipeline}:{query}"
+
 
 log = logging.getLogger("eo.xa")
 
@@ -137,7 +146,7 @@ class PreparedTransactions(LazyConnection):
         if self._marker_visible(gid):
             return Outcome.ALREADY_COMMITTED
         parsed = Gid.parse(gid)
-        horizon = None if parsed is None else self._pruned_up_to(parsed.pipeline)
+        horizon = None if parsed is None else self._pruned_up_to(parsed.pipeline, parsed.query)
         if parsed is not None and horizon is not None and parsed.batch <= horizon:
             log.warning(
                 "decided participant %s is finished and its marker was pruned (batches up to "
@@ -151,11 +160,12 @@ class PreparedTransactions(LazyConnection):
             "rolled back by someone who ignored the decision log; the batch is incomplete"
         )
 
-    def _pruned_up_to(self, token: str) -> int | None:
-        """The highest batch of pipeline ``token`` whose markers were pruned here, if any."""
+    def _pruned_up_to(self, pipeline: str, query: str) -> int | None:
+        """The highest batch of this pipeline's query whose markers were pruned here, if any
+        (tokens, as in a gid)."""
         row = self.run(
             lambda conn: conn.execute(
-                "SELECT batch_id FROM eo.markers WHERE gid = %s", (PRUNED_PREFIX + token,)
+                "SELECT batch_id FROM eo.markers WHERE gid = %s", (horizon_gid(pipeline, query),)
             ).fetchone()
         )
         return None if row is None else int(row[0])
@@ -175,39 +185,39 @@ class PreparedTransactions(LazyConnection):
 
         A marker goes once it is both ``MARKER_RETENTION_BATCHES`` behind and
         ``MARKER_RETENTION_SECONDS`` old. The highest batch pruned is kept as the database's
-        prune horizon (a row of its own), so that ``commit`` of a participant whose marker was
-        pruned is told apart from one rolled back against the decision log.
+        prune horizon of its streaming query (a row of its own, ``horizon_gid``), so that
+        ``commit`` of a participant whose marker was pruned is told apart from one rolled back
+        against the decision log.
         """
-        horizon_gid = PRUNED_PREFIX + pipeline_token(pipeline)
+        token = pipeline_token(pipeline)
 
         def prune(conn: psycopg.Connection[Any]) -> int:
             with conn.transaction():
-                row = conn.execute(
+                rows = conn.execute(
                     """WITH gone AS (
                          DELETE FROM eo.markers
-                         WHERE pipeline = %s AND batch_id < %s AND gid <> %s
+                         WHERE pipeline = %s AND batch_id < %s
+                           AND NOT starts_with(gid, %s)
                            AND created_at < clock_timestamp() - make_interval(secs => %s)
-                         RETURNING batch_id)
-                       SELECT count(*), max(batch_id) FROM gone""",
+                         RETURNING gid, batch_id)
+                       SELECT split_part(gid, ':', 3), count(*), max(batch_id) FROM gone
+                       GROUP BY 1""",
                     (
                         pipeline,
                         below_batch - MARKER_RETENTION_BATCHES,
-                        horizon_gid,
+                        PRUNED_PREFIX,
                         MARKER_RETENTION_SECONDS,
                     ),
-                ).fetchone()
-                assert row is not None
-                count, highest = int(row[0]), row[1]
-                if count:
-                    old = conn.execute(
-                        "DELETE FROM eo.markers WHERE gid = %s RETURNING batch_id", (horizon_gid,)
-                    ).fetchone()
+                ).fetchall()
+                for query, _count, highest in rows:
                     conn.execute(
                         """INSERT INTO eo.markers (gid, pipeline, batch_id, rows_written)
-                           VALUES (%s, %s, %s, 0) ON CONFLICT (gid) DO NOTHING""",
-                        (horizon_gid, pipeline, max(int(highest), int(old[0]) if old else -1)),
+                           VALUES (%s, %s, %s, 0)
+                           ON CONFLICT (gid) DO UPDATE
+                           SET batch_id = greatest(eo.markers.batch_id, EXCLUDED.batch_id)""",
+                        (horizon_gid(token, str(query)), pipeline, int(highest)),
                     )
-                return count
+                return sum(int(count) for _query, count, _highest in rows)
 
         return self.run(prune)
 
