@@ -27,6 +27,7 @@ from eo_jobs.runtime.jvm_writer import JdbcTarget, JvmWriter, jdbc_target, jvm_r
 from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
+from eo_jobs.sinks.postgres.kept import KEPT_MEMORY_BYTES
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
 pytestmark = pytest.mark.spark
@@ -423,13 +424,24 @@ def test_an_upsert_target_with_columns_it_does_not_write_takes_their_defaults(
 DEAD_DDL = "CREATE TABLE public.dead (pipeline text, batch_id bigint, raw text, reason text)"
 
 
-def _refusing(writer: PostgresWriter, *, two_phase: bool = False) -> WriterTask:
-    return replace(_task(writer, two_phase=two_phase), refused_table="public.dead")
+def _refusing(
+    writer: PostgresWriter, *, two_phase: bool = False, kept: int = KEPT_MEMORY_BYTES
+) -> WriterTask:
+    return replace(
+        _task(writer, two_phase=two_phase), refused_table="public.dead", kept_memory_bytes=kept
+    )
 
 
+@pytest.mark.parametrize(
+    "kept",
+    [KEPT_MEMORY_BYTES, 3 << 19],
+    ids=["kept-in-memory", "kept-past-1.5MiB-in-a-file"],
+)
 def test_refused_rows_of_a_task_of_several_flushes_are_dead_letters_and_the_rest_lands(
-    spark: SparkSession, pg_dsn: str
+    spark: SparkSession, pg_dsn: str, kept: int
 ) -> None:
+    """With 1.5 MiB kept in memory, the JVM's second and third segments (refused id 123456 in
+    the second) and the Python writer's last Arrow batch are read back from the file."""
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for table in ("ids", "ids_py"):
             conn.execute(f"CREATE TABLE public.{table} (id bigint CHECK (id NOT IN (7, 123456)))")
@@ -439,8 +451,8 @@ def test_refused_rows_of_a_task_of_several_flushes_are_dead_letters_and_the_rest
     jvm = PostgresWriter(dsn=pg_dsn, table="public.ids", columns=("id",))
     python = PostgresWriter(dsn=pg_dsn, table="public.ids_py", columns=("id",))
 
-    results = _jvm(jvm).run(frame, _refusing(jvm, two_phase=True), ["id"])
-    py_results = ArrowWriteJob(arrow_task_writer(_refusing(python, two_phase=True))).run(
+    results = _jvm(jvm).run(frame, _refusing(jvm, two_phase=True, kept=kept), ["id"])
+    py_results = ArrowWriteJob(arrow_task_writer(_refusing(python, two_phase=True, kept=kept))).run(
         frame, ["id"], 5
     )
 

@@ -236,6 +236,7 @@ class JvmWriter:
             "batchId": task.batch_id,
             "fault": armed_action("after-some-prepared", task.batch_id),
             "driverPid": task.driver_pid,
+            "keptMemoryBytes": task.kept_memory_bytes,
         }
 
     @staticmethod

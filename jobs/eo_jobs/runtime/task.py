@@ -21,6 +21,7 @@ from pyspark import TaskContext
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
 from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, Refused, arrow_body
+from eo_jobs.sinks.postgres.kept import KEPT_MEMORY_BYTES
 from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
@@ -42,6 +43,9 @@ class WriterTask:
     """The dead-letter table (``schema.table``, in this sink's database) that records the
     table refuses go to (``sinks.postgres.refusals``); None: such a record fails the task,
     naming the batch (``onRefusedRecord: fail``)."""
+    kept_memory_bytes: int = KEPT_MEMORY_BYTES
+    """How much of a task's rows either writer keeps in memory for refused records; the rest
+    spills to a temporary file (``sinks.postgres.kept``)."""
 
     def refused_letters(self) -> PostgresWriter | None:
         """The writer of this sink's refused records, None when they fail the task."""
@@ -81,6 +85,7 @@ class WriterTask:
         refused = Refused(
             self.batch_id,
             None if letters is None else DeadLetters(letters, self.pipeline, self.batch_id),
+            self.kept_memory_bytes,
         )
         count = self.writer.write_with(
             arrow_body(self.writer, batches, dead, refused),

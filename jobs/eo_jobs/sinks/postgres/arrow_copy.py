@@ -36,6 +36,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped]
 from psycopg import sql
 
+from eo_jobs.sinks.postgres.kept import KEPT_MEMORY_BYTES, KeptBatches
 from eo_jobs.sinks.postgres.refusals import (
     Refusal,
     RefusedRecordError,
@@ -240,6 +241,8 @@ class Refused:
 
     batch_id: int
     letters: DeadLetters | None
+    kept_memory_bytes: int = KEPT_MEMORY_BYTES
+    """How much of the task's rows stay in memory for the slow path (``kept``)."""
 
 
 def batches_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
@@ -264,10 +267,10 @@ def arrow_body(
     and the refused ones join ``refused.letters`` (for that the record batches are kept, as
     Spark handed them over, until the task's transaction ends).
     """
-    kept: list[Any] = []
+    kept = KeptBatches(refused.kept_memory_bytes if refused is not None else KEPT_MEMORY_BYTES)
     stream = split_dead_letters(batches, writer.columns, dead)
     if refused is not None and refused.letters is not None:
-        stream = _keeping(stream, kept)
+        stream = kept.keeping(stream)
     first = next(stream, None)
     if first is None:
         rows = writer.rows_body(())
@@ -285,7 +288,9 @@ def arrow_body(
                 raise RefusedRecordError(failure) from exc
             for _ in stream:  # the rest of the task's rows (and dead letters) are kept
                 pass
-            count = _isolating(conn, writer, kept, refused.letters)
+            count = _isolating(conn, writer, kept.table(), refused.letters)
+        finally:
+            kept.close()
         if dead is not None and dead.rows:
             dead.writer.rows_body(dead.rows)(conn)
         return count
@@ -293,14 +298,8 @@ def arrow_body(
     return run
 
 
-def _keeping(stream: Iterator[Any], kept: list[Any]) -> Iterator[Any]:
-    for batch in stream:
-        kept.append(batch)
-        yield batch
-
-
 def _isolating(
-    conn: psycopg.Connection[Any], writer: PostgresWriter, kept: list[Any], letters: DeadLetters
+    conn: psycopg.Connection[Any], writer: PostgresWriter, table: Any, letters: DeadLetters
 ) -> int:
     """The slow path (``refusals``): the transaction again, the rows in pieces; rows written.
 
@@ -309,7 +308,6 @@ def _isolating(
     """
     conn.rollback()
     writer.begin(conn)
-    table = pa.Table.from_batches(kept)
     names = list(table.column_names)
     pieces = writer.pieces(conn)
 

@@ -13,7 +13,8 @@ task roll its transaction back (nothing precedes the rows in it), start it again
 same rows in pieces, each under a SAVEPOINT (allowed in a transaction later PREPAREd), halving
 a refused piece until the refused rows stand alone. Each of those becomes a dead letter in the
 same transaction as the rest of the task's rows, so it is exactly-once too. A batch with no
-refused record pays nothing for this beyond keeping its rows until the task's write ends.
+refused record pays nothing for this beyond keeping its rows until the task's write ends
+(``kept``: in memory up to a bound, in an unlinked temporary file past it).
 
 The dead letter goes to the pipeline's dead-letter table (``spec.deadLetter.table``) in the
 sink's own database: for the first sink that is the table every other dead letter goes to; for

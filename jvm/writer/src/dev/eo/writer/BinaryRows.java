@@ -98,6 +98,13 @@ final class BinaryRows {
     length += n;
   }
 
+  /** {@code n} bytes of {@code src} from index {@code start}, as they are. */
+  void raw(java.nio.ByteBuffer src, int start, int n) {
+    ensure(n);
+    src.get(start, bytes, length, n);
+    length += n;
+  }
+
   void int16(int v) {
     ensure(2);
     bytes[length++] = (byte) (v >>> 8);

@@ -1,7 +1,13 @@
 package dev.eo.writer;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -118,23 +124,87 @@ final class Refusals {
    * A task's binary COPY payload as it was sent: the segments flushed to the server, header
    * first and trailer last, each ending at a row's end. Kept only when refused rows become
    * dead letters, and read only when the database refused the write.
+   *
+   * <p>Why a bound: the payload grows with the task's rows, and a batch of many millions of
+   * rows in few writer partitions would otherwise hold all of it in the executor's heap beside
+   * Spark's own. The first {@code memoryBytes} stay in memory; the rest go to a file under
+   * {@code java.io.tmpdir} (the pod's {@code /tmp} emptyDir), unlinked as soon as it is open so
+   * that no kill leaves it behind, and read back mapped, one segment at a time.
    */
-  static final class Kept {
-    final List<byte[]> segments = new ArrayList<>();
-    final List<Integer> lengths = new ArrayList<>();
+  static final class Kept implements AutoCloseable {
+    private final long memoryBytes;
+    private long inMemory;
+    /** Per segment: its bytes in memory, or null when it is in the file. */
+    private final List<ByteBuffer> held = new ArrayList<>();
+    /** Per segment in the file: offset and length; null for one in memory. */
+    private final List<long[]> spilled = new ArrayList<>();
+    private FileChannel file;
+    private long fileLength;
     /** Per row: segment, start, end (found when needed, by reading the payload). */
     private List<int[]> rows;
+    private int mappedIndex = -1;
+    private ByteBuffer mapped;
 
-    void add(byte[] bytes, int length) {
-      segments.add(bytes);
-      lengths.add(length);
+    Kept(long memoryBytes) {
+      this.memoryBytes = memoryBytes;
+    }
+
+    /**
+     * Keeps {@code bytes[0, length)}; true when it holds {@code bytes} itself (the caller
+     * must not reuse them), false when it copied them to the file (the caller may).
+     */
+    boolean keep(byte[] bytes, int length) {
+      if (inMemory + length <= memoryBytes) {
+        held.add(ByteBuffer.wrap(bytes, 0, length).slice());
+        spilled.add(null);
+        inMemory += length;
+        return true;
+      }
+      try {
+        if (file == null) {
+          Path path = Files.createTempFile("eo-kept-", ".copy");
+          file = FileChannel.open(path, StandardOpenOption.READ, StandardOpenOption.WRITE);
+          Files.delete(path);
+        }
+        ByteBuffer out = ByteBuffer.wrap(bytes, 0, length);
+        while (out.hasRemaining()) {
+          file.write(out, fileLength + out.position());
+        }
+      } catch (IOException e) {
+        throw new UncheckedIOException("keeping a task's rows for refused records", e);
+      }
+      held.add(null);
+      spilled.add(new long[] {fileLength, length});
+      fileLength += length;
+      return false;
+    }
+
+    /** The segments kept in the file (for tests and logs). */
+    int spilledSegments() {
+      return (int) spilled.stream().filter(s -> s != null).count();
+    }
+
+    /** Segment {@code s}, its position 0 at its first byte. */
+    private ByteBuffer segment(int s) {
+      ByteBuffer inside = held.get(s);
+      if (inside != null) return inside.duplicate();
+      if (mappedIndex != s) {
+        long[] at = spilled.get(s);
+        try {
+          mapped = file.map(FileChannel.MapMode.READ_ONLY, at[0], at[1]);
+        } catch (IOException e) {
+          throw new UncheckedIOException("reading a task's kept rows back", e);
+        }
+        mappedIndex = s;
+      }
+      return mapped.duplicate();
     }
 
     List<int[]> rows() {
       if (rows != null) return rows;
       rows = new ArrayList<>();
-      for (int s = 0; s < segments.size(); s++) {
-        ByteBuffer in = ByteBuffer.wrap(segments.get(s), 0, lengths.get(s));
+      for (int s = 0; s < held.size(); s++) {
+        ByteBuffer in = segment(s);
         if (s == 0) in.position(19); // signature (11), flags (4), header extension length (4)
         while (in.remaining() > 0) {
           int start = in.position();
@@ -150,6 +220,12 @@ final class Refusals {
       return rows;
     }
 
+    @Override
+    public void close() throws IOException {
+      mapped = null;
+      if (file != null) file.close();
+    }
+
     /** Rows {@code [lo, hi)} as a complete binary COPY payload. */
     byte[] piece(int lo, int hi) {
       BinaryRows out = new BinaryRows(1 << 12);
@@ -157,8 +233,7 @@ final class Refusals {
       List<int[]> all = rows();
       for (int i = lo; i < hi; i++) {
         int[] row = all.get(i);
-        byte[] segment = segments.get(row[0]);
-        out.raw(segment, row[1], row[2] - row[1]);
+        out.raw(segment(row[0]), row[1], row[2] - row[1]);
       }
       out.trailer();
       return java.util.Arrays.copyOf(out.bytes, out.length);
@@ -167,7 +242,8 @@ final class Refusals {
     /** Row {@code index} as JSON, column name to value, read back from its binary fields. */
     String json(int index, List<String> columns, Kind[] kinds) {
       int[] row = rows().get(index);
-      ByteBuffer in = ByteBuffer.wrap(segments.get(row[0]), row[1], row[2] - row[1]);
+      ByteBuffer in = segment(row[0]);
+      in.position(row[1]);
       int fields = in.getShort();
       StringBuilder out = new StringBuilder("{");
       for (int f = 0; f < fields; f++) {
@@ -187,7 +263,11 @@ final class Refusals {
           case BOOL -> out.append(in.get() != 0);
           case FLOAT8 -> number(out, in.getDouble());
           case FLOAT4 -> number(out, in.getFloat());
-          case TEXT -> quote(out, new String(in.array(), at, n, StandardCharsets.UTF_8));
+          case TEXT -> {
+            byte[] text = new byte[n];
+            in.get(at, text);
+            quote(out, new String(text, StandardCharsets.UTF_8));
+          }
           case TIMESTAMP -> quote(out, timestamp(in.getLong()));
           case DATE -> quote(out, LocalDate.ofEpochDay((long) in.getInt() + BinaryRows.PG_EPOCH_DAYS).toString());
           default -> throw new IllegalStateException("unknown kind " + kinds[f]);

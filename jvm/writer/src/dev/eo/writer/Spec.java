@@ -59,6 +59,8 @@ public final class Spec implements Serializable {
   public String refusedTable;
   /** Creates that table when {@code to_regclass} does not find it. */
   public String refusedCreateSql;
+  /** How much of a task's COPY payload {@link Refusals.Kept} holds in memory; the rest spills. */
+  public long keptMemoryBytes;
   /** {@code eo1:pipeline:query:sink:epoch:batch:}, the gid without task and attempt. */
   public String gidPrefix;
   /** Prepare (exactly-once) or commit (at-least-once). */

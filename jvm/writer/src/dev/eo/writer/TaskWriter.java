@@ -59,21 +59,23 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
       CopyManager copy = conn.unwrap(PGConnection.class).getCopyAPI();
       List<String[]> deadLetters = new ArrayList<>();
       List<String[]> refused = new ArrayList<>();
-      Refusals.Kept kept = spec.refusedSql == null ? null : new Refusals.Kept();
-      try {
-        if (spec.stageSql == null) {
-          count = copyRows(conn, copy, spec.copySql, rows, deadLetters, kept);
-        } else {
-          count = upsert(conn, copy, rows, deadLetters, kept);
+      try (Refusals.Kept kept =
+          spec.refusedSql == null ? null : new Refusals.Kept(spec.keptMemoryBytes)) {
+        try {
+          if (spec.stageSql == null) {
+            count = copyRows(conn, copy, spec.copySql, rows, deadLetters, kept);
+          } else {
+            count = upsert(conn, copy, rows, deadLetters, kept);
+          }
+        } catch (SQLException e) {
+          if (!Refusals.isRefusal(e)) throw e;
+          if (kept == null) {
+            throw new IllegalStateException(
+                "batch " + spec.batchId + ": " + spec.tableName
+                    + " refused a record (onRefusedRecord: fail): " + Refusals.words(e), e);
+          }
+          count = isolating(conn, copy, kept, refused);
         }
-      } catch (SQLException e) {
-        if (!Refusals.isRefusal(e)) throw e;
-        if (kept == null) {
-          throw new IllegalStateException(
-              "batch " + spec.batchId + ": " + spec.tableName
-                  + " refused a record (onRefusedRecord: fail): " + Refusals.words(e), e);
-        }
-        count = isolating(conn, copy, kept, refused);
       }
       if (!deadLetters.isEmpty()) {
         copyDeadLetters(copy, spec.deadLetterSql, deadLetters);
@@ -258,7 +260,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
 
   /**
    * The rows by binary COPY; rows copied. With {@code kept}, every flushed segment is kept
-   * (a new buffer per flush instead of reusing one) for {@link #isolating}, and a refused COPY
+   * (a new buffer per flush while it holds them in memory) for {@link #isolating}, and a refused COPY
    * still reads the rest of the rows (and their dead letters) before it throws.
    */
   private long copyRows(
@@ -294,16 +296,15 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
               failed = e;
             }
           }
-          if (kept == null) {
-            out.length = 0;
-          } else {
-            kept.add(out.bytes, out.length);
+          if (kept != null && kept.keep(out.bytes, out.length)) {
             out = new BinaryRows(FLUSH_BYTES + (FLUSH_BYTES >> 2));
+          } else {
+            out.length = 0;
           }
         }
       }
       out.trailer();
-      if (kept != null) kept.add(out.bytes, out.length);
+      if (kept != null) kept.keep(out.bytes, out.length);
       if (failed != null) throw failed;
       in.writeToCopy(out.bytes, 0, out.length);
       unbounded(conn, in::endCopy);
