@@ -16,11 +16,22 @@ echo "==> mypy --strict"
 echo "==> import-linter"
 PYTHONPATH=jobs:operator .venv/bin/lint-imports
 
+# Busy and idle CPU time over the pytest run (/proc/stat's first line, in clock ticks), so a
+# slow run tells whether more workers could help (idle cores) or only less work can (busy).
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat 2>/dev/null || echo "0 0"; }
+
 echo "==> pytest"
+read -r busy0 idle0 < <(cpu_ticks)
 set +e
 "$PY" -m pytest -n "${EO_TEST_WORKERS:-2}" --dist loadgroup "$@"
 code=$?
 set -e
+read -r busy1 idle1 < <(cpu_ticks)
+total=$(( (busy1 - busy0) + (idle1 - idle0) ))
+if (( total > 0 )); then
+  echo "==> pytest used $(( 100 * (busy1 - busy0) / total ))% of $(getconf _NPROCESSORS_ONLN) cores" \
+    "(${EO_TEST_WORKERS:-2} workers; iowait counted idle)"
+fi
 if [[ $code -eq 5 ]]; then
   echo "pytest collected no tests: failing on purpose" >&2
   exit 1
