@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from eo_jobs.runtime.session import spark_conf
 from eo_jobs.spec import load_pipeline
@@ -42,20 +43,20 @@ def stream(
     write: Callable[[PipelineSpec, DataFrame], None],
     extra_conf: dict[str, str] | None = None,
 ) -> int:
-    """Read the pipeline's files as a stream (``availableNow``), ``write`` each batch, time it.
+    """Read the pipeline's source as a stream (``availableNow``), ``write`` each batch, time it.
 
     Shared by the plain baselines so that they read exactly alike: the declared schema,
-    ``maxFilesPerTrigger``, eo's Spark configuration; one ``{"event": "batch"}`` line per
-    batch, timed around ``write``.
+    ``maxFilesPerTrigger`` or ``maxOffsetsPerTrigger``, eo's Spark configuration; one
+    ``{"event": "batch"}`` line per batch, timed around ``write``.
     """
     spec = load_pipeline(pipeline).spec
-    files = spec.source.files
-    if files is None:
-        print(f"{app}: the pipeline must read files", file=sys.stderr)
-        return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder
-    for key, value in {**spark_conf(spec, app), **(extra_conf or {})}.items():
+    conf = spark_conf(spec, app)
+    extra = dict(extra_conf or {})
+    if "spark.jars" in conf and "spark.jars" in extra:  # eo's (the Kafka connector) and ours
+        extra["spark.jars"] = conf["spark.jars"] + "," + extra["spark.jars"]
+    for key, value in {**conf, **extra}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -66,11 +67,8 @@ def stream(
         seconds = time.perf_counter() - started
         print(json.dumps({"event": "batch", "batch": batch_id, "seconds": seconds}), flush=True)
 
-    reader = spark.readStream.schema(files.schema_)
-    if files.max_files_per_trigger is not None:
-        reader = reader.option("maxFilesPerTrigger", files.max_files_per_trigger)
     query = (
-        reader.json(files.path)
+        _read(spark, spec)
         .writeStream.foreachBatch(batch)
         .option("checkpointLocation", spec.checkpoint.location)
         .trigger(availableNow=True)
@@ -79,6 +77,30 @@ def stream(
     query.awaitTermination()
     spark.stop()
     return 0
+
+
+def _read(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
+    """The source as a plain Spark user reads it: the files with the declared schema, or the
+    topic's values through ``from_json`` (Spark's own parser, as eo's Kafka source uses)."""
+    kafka = spec.source.kafka
+    if kafka is not None:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+            .option("subscribe", ",".join(kafka.topics))
+            .option("startingOffsets", kafka.starting_offsets)
+            .option("failOnDataLoss", "true")
+        )
+        if kafka.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", kafka.max_offsets_per_trigger)
+        value = F.from_json(F.col("value").cast("string"), kafka.schema_)
+        return reader.load().select(value.alias("v")).select("v.*")
+    files = spec.source.files
+    assert files is not None  # the spec has exactly one source
+    reader = spark.readStream.schema(files.schema_)
+    if files.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", files.max_files_per_trigger)
+    return reader.json(files.path)
 
 
 def main(argv: list[str] | None = None) -> int:

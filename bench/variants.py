@@ -1,6 +1,7 @@
 """The ways the bench writes the same events, and how each one is started.
 
-Every Spark variant reads the same files with the same schema, the same ``maxFilesPerTrigger``
+Every Spark variant reads the same files (or, with ``--source kafka``, the same topic with the
+same ``maxOffsetsPerTrigger``) with the same schema, the same ``maxFilesPerTrigger``
 and the same Spark configuration (taken from one pipeline file); the writing ones write through
 as many concurrent writer tasks (``writerPartitions``). Only the write path differs. Two
 variants are ceilings rather than alternatives: ``spark-noop`` is Spark reading and parsing the
@@ -18,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from bench.data import SCHEMA_DDL
+from bench.kafka_input import KafkaTopic
 from eo_jobs.runtime.packages import COMPLETE_STAMP, eo_cache
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,6 +115,31 @@ class Shape:
     partitions: int
     cores: int
     memory: str
+    kafka: KafkaTopic | None = None
+    """Read this topic instead of the files (``--source kafka``)."""
+
+
+def _source(shape: Shape) -> dict[str, object]:
+    """The pipeline's ``spec.source``: the files, or the size's Kafka topic."""
+    if shape.kafka is not None:
+        return {
+            "kafka": {
+                "bootstrapServers": shape.kafka.bootstrap_servers,
+                "topics": [shape.kafka.topic],
+                "startingOffsets": "earliest",
+                "maxOffsetsPerTrigger": shape.kafka.max_offsets_per_trigger,
+                "format": "json",
+                "schema": SCHEMA_DDL,
+            }
+        }
+    return {
+        "files": {
+            "path": str(shape.source),
+            "format": "json",
+            "schema": SCHEMA_DDL,
+            "maxFilesPerTrigger": shape.files_per_trigger,
+        }
+    }
 
 
 def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
@@ -131,14 +158,7 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
         "spec": {
             # The baselines borrow only source, sink table and Spark settings from this file.
             "guarantee": variant.guarantee if variant.kind == "eo" else "at-least-once",
-            "source": {
-                "files": {
-                    "path": str(shape.source),
-                    "format": "json",
-                    "schema": SCHEMA_DDL,
-                    "maxFilesPerTrigger": shape.files_per_trigger,
-                }
-            },
+            "source": _source(shape),
             "sinks": [{"name": "orders", "postgres": postgres}],
             "checkpoint": {"location": str(folder / "checkpoint"), "triggerIntervalSeconds": 0},
             "driver": {"cores": shape.cores, "memory": shape.memory},

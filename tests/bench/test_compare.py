@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import compare, readme_table, variants
+from bench import compare, kafka_input, readme_table, variants
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -94,3 +94,50 @@ def test_every_variant_runs_is_audited_and_reported_in_stable_json(
     # The README table is generated from this JSON.
     table = readme_table.render(doc)
     assert "exactly-once" in table and "EO/JDBC" in table
+
+
+@pytest.mark.kafka
+def test_a_kafka_source_feeds_every_variant_the_same_topic_cut_by_max_offsets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 31: eo and Spark's JDBC writer read one topic of 4 partitions, 1,000 records a
+    batch, and both tables audit exact against the generated events."""
+    report = tmp_path / "bench.json"
+    code = compare.main(
+        [
+            "--source",
+            "kafka",
+            "--kafka-partitions",
+            "4",
+            "--sizes",
+            SIZE,
+            "--events-per-file",
+            "500",
+            "--variants",
+            "exactly-once,spark-jdbc",
+            "--no-protocol",
+            "--recovery-size",
+            "none",
+            "--json",
+            str(report),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+
+    doc = json.loads(report.read_text())
+    assert (doc["settings"]["source"], doc["settings"]["kafka_partitions"]) == ("kafka", 4)
+    (size,) = doc["sizes"]
+    rows = {row["variant"]: row for row in size["variants"]}
+    assert sorted(rows) == ["exactly-once", "spark-jdbc"]
+    for name, row in rows.items():
+        assert row["batches"] == 3, (name, row)
+        assert (row["duplicates"], row["missing"], row["wrong"]) == (0, 0, 0), (name, row)
+    assert rows["exactly-once"]["exact"] is True
+    assert "source Kafka, 4 partitions per topic" in out
+    assert "## targets (issue 31)" not in out, "no Kafka target is at this size"
+
+
+def test_a_sizes_topic_name_is_a_legal_kafka_topic() -> None:
+    assert kafka_input.topic_name("medium") == "orders-medium"
+    assert kafka_input.topic_name("2000x3:1") == "orders-2000x3-1"
