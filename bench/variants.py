@@ -117,6 +117,12 @@ class Shape:
     memory: str
     kafka: KafkaTopic | None = None
     """Read this topic instead of the files (``--source kafka``)."""
+    schema: str = SCHEMA_DDL
+    """The events' declared schema (the latency bench's carry their send time too)."""
+    trigger_seconds: int = 0
+    """``triggerIntervalSeconds``: 0 starts a batch as soon as the last one ended."""
+    table: str | None = None
+    """The sink table instead of the variant's own."""
 
 
 def _source(shape: Shape) -> dict[str, object]:
@@ -129,14 +135,14 @@ def _source(shape: Shape) -> dict[str, object]:
                 "startingOffsets": "earliest",
                 "maxOffsetsPerTrigger": shape.kafka.max_offsets_per_trigger,
                 "format": "json",
-                "schema": SCHEMA_DDL,
+                "schema": shape.schema,
             }
         }
     return {
         "files": {
             "path": str(shape.source),
             "format": "json",
-            "schema": SCHEMA_DDL,
+            "schema": shape.schema,
             "maxFilesPerTrigger": shape.files_per_trigger,
         }
     }
@@ -146,7 +152,7 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     """The pipeline file of one run (its own checkpoint folder inside ``folder``)."""
     postgres: dict[str, object] = {
         "dsn": {"env": DSN_ENV},
-        "table": variant.table,
+        "table": shape.table or variant.table,
         "writerPartitions": shape.partitions,
     }
     if variant.mode == "upsert":
@@ -160,7 +166,10 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
             "guarantee": variant.guarantee if variant.kind == "eo" else "at-least-once",
             "source": _source(shape),
             "sinks": [{"name": "orders", "postgres": postgres}],
-            "checkpoint": {"location": str(folder / "checkpoint"), "triggerIntervalSeconds": 0},
+            "checkpoint": {
+                "location": str(folder / "checkpoint"),
+                "triggerIntervalSeconds": shape.trigger_seconds,
+            },
             "driver": {"cores": shape.cores, "memory": shape.memory},
         },
     }

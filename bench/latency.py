@@ -1,0 +1,354 @@
+"""Event-to-visible latency from Kafka to PostgreSQL: how long after a payment event is sent it
+can be read in the ledger, for eo exactly-once and at-least-once at several steady rates.
+
+``python -m bench.latency --rates 1000,5000,10000 --seconds 60 --trigger-seconds 1`` starts one
+embedded PostgreSQL with ``track_commit_timestamp = on`` and the tests' KRaft broker. For each
+variant and rate it starts a driver (``eo run``, not ``availableNow``) on a topic of its own,
+then produces events at the rate for ``--warmup`` + ``--seconds`` seconds, each carrying its
+send time (``sent_at``, stamped as it is handed to the producer), and waits until every event
+is in the table. An event becomes visible when the transaction that wrote it commits: for
+exactly-once that is the ``COMMIT PREPARED`` of phase 2, for at-least-once the writer task's
+own commit. PostgreSQL records that instant per transaction, so the latency of every row is
+``pg_xact_commit_timestamp(xmin) - sent_at``, read once at the end: nothing polls the table
+while the pipeline runs, and both clocks are this machine's. Events of the warm-up are left
+out (Spark's first batches compile and plan; a running pipeline is past them).
+
+What the figures are made of: the wait for the next trigger (up to the trigger interval), the
+batch's own read, transform and write, the decision (exactly-once) and phase 2's commit. The
+report also gives the batches' p50 duration, so the part of the latency the trigger sets shows.
+
+Exit code 0 when every run saw every event exactly once (the audit counts duplicates and
+missing events separately). Targets (issue 31) are reported, never enforced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from confluent_kafka import Producer
+
+from bench import data, kafka_input, runner
+from bench.compare import markdown, say
+from bench.variants import BY_NAME, REPO, Shape, command, environment, pipeline_file
+from eo_jobs.pgserver import PgServer, temporary_server
+
+SCHEMA_DDL = data.SCHEMA_DDL + ", sent_at TIMESTAMP"
+TABLE = "public.ledger"
+"""The sink table (named literally in the queries below too)."""
+TABLE_DDL = (
+    "CREATE TABLE public.ledger (order_id bigint NOT NULL, customer_id bigint, merchant text, "
+    "amount_cents bigint, currency text, created_at timestamptz, sent_at timestamptz)"
+)
+SETTINGS = {"track_commit_timestamp": "on", "max_prepared_transactions": "100"}
+TICK_SECONDS = 0.005
+"""How often the producer catches up with its schedule: a 5 ms step of the send time."""
+VARIANTS = ("exactly-once", "at-least-once")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One variant at one rate."""
+
+    variant: str
+    rate: int
+    """Events per second asked for."""
+    achieved_rate: float
+    """Events per second the producer handed over (the measured window only)."""
+    trigger_seconds: int
+    events: int
+    measured: int
+    """Events in the percentiles (the warm-up's are left out)."""
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    max_ms: float
+    batches: int
+    batch_p50_s: float
+    duplicates: int
+    missing: int
+    code: int
+    log: str
+
+    @property
+    def exact(self) -> bool:
+        """Every event exactly once."""
+        return self.duplicates == 0 and self.missing == 0
+
+
+def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first: int) -> float:
+    """Orders ``first ..`` at ``rate`` per second for ``seconds``, each stamped with its send
+    time; the time it took (the producer's queue flushed)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
+    total = int(rate * seconds)
+    sent = 0
+    started = time.monotonic()
+    while sent < total:
+        due = min(total, int((time.monotonic() - started) * rate) + 1)
+        while sent < due:
+            event = data.event(first + sent)
+            event["sent_at"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            while True:
+                try:
+                    producer.produce(topic, json.dumps(event).encode())
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            sent += 1
+        producer.poll(0)
+        time.sleep(TICK_SECONDS)
+    left = producer.flush(60)
+    if left:
+        raise RuntimeError(f"{left} events were never acknowledged by the broker")
+    return time.monotonic() - started
+
+
+def _wait_visible(dsn: str, events: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(DISTINCT order_id) FROM public.ledger").fetchone()
+            if row is not None and row[0] >= events:
+                return
+            time.sleep(0.2)
+    raise RuntimeError(f"not every one of {events} events became visible in {timeout:.0f} s")
+
+
+def _read(dsn: str, events: int, warm: int) -> tuple[list[float], int, int]:
+    """Latencies (ms, order of order_id) of the measured events; duplicates; missing."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        counts = conn.execute(
+            "SELECT count(*), count(DISTINCT order_id) FROM public.ledger WHERE order_id < %s",
+            (events,),
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin) - sent_at) * 1000 "
+            "FROM public.ledger WHERE order_id >= %s AND order_id < %s",
+            (warm, events),
+        ).fetchall()
+    assert counts is not None
+    total, distinct = int(counts[0]), int(counts[1])
+    return [float(r[0]) for r in rows], total - distinct, events - distinct
+
+
+def measure(
+    server: PgServer,
+    broker: kafka_input.Broker,
+    variant: str,
+    rate: int,
+    args: argparse.Namespace,
+    folder: Path,
+) -> Latency:
+    """One driver, one topic, one database: produce at ``rate``, then read the latencies."""
+    folder.mkdir(parents=True)
+    name = f"{variant}-{rate}".replace("-", "_")
+    dsn = server.create_database(name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(TABLE_DDL)
+    topic = f"latency-{variant}-{rate}"
+    broker.create_topic(topic, args.kafka_partitions)
+    shape = Shape(
+        source=folder,
+        files_per_trigger=1,
+        partitions=args.partitions,
+        cores=args.cores,
+        memory=args.memory,
+        kafka=kafka_input.KafkaTopic(broker.bootstrap_servers, topic, max(rate * 10, 1000)),
+        schema=SCHEMA_DDL,
+        trigger_seconds=args.trigger_seconds,
+        table=TABLE,
+    )
+    chosen = BY_NAME[variant]
+    spec = pipeline_file(folder, chosen, shape)
+    argv = command(chosen, spec, "", available_now=False)
+    driver = runner.Driver(argv, environment(dsn), folder / "driver.log", REPO)
+    warm = int(rate * args.warmup)
+    events = warm + int(rate * args.seconds)
+    try:
+        # The query runs (Spark started, recovery done) before the first event is sent.
+        started = driver.wait_for(lambda e: e.record.get("event") == "query-started", args.timeout)
+        if started is None:
+            raise RuntimeError(f"{variant}: the driver's query never started; see {driver.log}")
+        produce_at_rate(broker.bootstrap_servers, topic, rate, args.warmup, 0)
+        took = produce_at_rate(broker.bootstrap_servers, topic, rate, args.seconds, warm)
+        _wait_visible(dsn, events, args.timeout)
+    finally:
+        driver.kill()
+        run = driver.finish(30)
+    latencies, duplicates, missing = _read(dsn, events, warm)
+    measured = [b.seconds for b in run.batches]
+    return Latency(
+        variant=variant,
+        rate=rate,
+        achieved_rate=(events - warm) / took,
+        trigger_seconds=args.trigger_seconds,
+        events=events,
+        measured=len(latencies),
+        p50_ms=runner.percentile(latencies, 0.50),
+        p95_ms=runner.percentile(latencies, 0.95),
+        p99_ms=runner.percentile(latencies, 0.99),
+        max_ms=max(latencies),
+        batches=len(run.batches),
+        batch_p50_s=runner.percentile(measured, 0.5) if measured else 0.0,
+        duplicates=duplicates,
+        missing=missing,
+        code=run.code,
+        log=str(run.log),
+    )
+
+
+def targets(results: list[Latency], max_rate: int | None) -> list[dict[str, Any]]:
+    """Issue 31's latency targets this run measured."""
+    found: list[dict[str, Any]] = []
+    by = {(r.variant, r.rate): r for r in results}
+    for (variant, rate), eo in sorted(by.items()):
+        if variant != "exactly-once":
+            continue
+        alo = by.get(("at-least-once", rate))
+        if alo is not None:
+            found.append(
+                {
+                    "target": f"EO p99 <= 1.2x ALO p99 at {rate:,}/s",
+                    "value": eo.p99_ms / alo.p99_ms,
+                    "threshold": 1.2,
+                    "met": eo.p99_ms <= 1.2 * alo.p99_ms,
+                }
+            )
+        if max_rate is not None and rate == max_rate // 2:
+            bound = eo.trigger_seconds * 1000 + 1000
+            found.append(
+                {
+                    "target": f"EO p99 <= trigger + 1 s at half the maximum ({rate:,}/s), ms",
+                    "value": eo.p99_ms,
+                    "threshold": bound,
+                    "met": eo.p99_ms <= bound,
+                }
+            )
+    return found
+
+
+COLUMNS = (
+    ("variant", "variant"),
+    ("rate/s", "rate"),
+    ("achieved/s", "achieved_rate"),
+    ("trigger s", "trigger_seconds"),
+    ("events", "events"),
+    ("p50 ms", "p50_ms"),
+    ("p95 ms", "p95_ms"),
+    ("p99 ms", "p99_ms"),
+    ("max ms", "max_ms"),
+    ("batches", "batches"),
+    ("batch p50 s", "batch_p50_s"),
+    ("dup", "duplicates"),
+    ("missing", "missing"),
+)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def report(results: list[Latency], found: list[dict[str, Any]]) -> str:
+    """The table, then the targets."""
+    cells = [[_cell(getattr(r, key)) for _, key in COLUMNS] for r in results]
+    lines = [markdown([header for header, _ in COLUMNS], cells)]
+    if found:
+        lines.append("\n## targets (issue 31)\n")
+        rows = [
+            [t["target"], _cell(float(t["value"])), "met" if t["met"] else "MISSED"] for t in found
+        ]
+        lines.append(markdown(["target", "measured", ""], rows))
+    return "\n".join(lines)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--rates", default="1000,5000", help="comma-separated events per second")
+    parser.add_argument("--seconds", type=float, default=60, help="measured seconds per rate")
+    parser.add_argument("--warmup", type=float, default=20, help="seconds left out first")
+    parser.add_argument("--trigger-seconds", type=int, default=1, help="triggerIntervalSeconds")
+    parser.add_argument(
+        "--max-rate",
+        type=int,
+        help="the measured exactly-once maximum (bench.compare --source kafka), events/s: the "
+        "trigger + 1 s target is checked at half of it (a rate of exactly max/2 must be run)",
+    )
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--kafka-partitions", type=int, default=4)
+    parser.add_argument("--partitions", type=int, default=2, help="writer tasks per batch")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--memory", default="1g")
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    args.rates = [int(r) for r in args.rates.split(",") if r]
+    args.variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.rates or min(args.rates) < 1 or args.seconds <= 0:
+        parser.error(f"variants from {VARIANTS}, rates >= 1 and --seconds > 0 ({unknown})")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Every variant at every rate, one after the other (the order alternates per rate)."""
+    args = _parse(argv)
+    from tests.support.kafka import KafkaBroker, broker_jars_dir
+
+    work = Path(tempfile.mkdtemp(prefix="eo-latency-"))
+    results: list[Latency] = []
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(temporary_server(settings=SETTINGS))
+        (work / "kafka").mkdir()
+        broker: kafka_input.Broker = stack.enter_context(
+            KafkaBroker(work / "kafka", broker_jars_dir())
+        )
+        for turn, rate in enumerate(args.rates):
+            order = args.variants if turn % 2 == 0 else args.variants[::-1]
+            for variant in order:
+                say(f"latency: {variant} at {rate:,} events/s")
+                result = measure(server, broker, variant, rate, args, work / f"{variant}-{rate}")
+                say(f"  p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms")
+                results.append(result)
+    found = targets(results, args.max_rate)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(report(results, found))
+    if args.json:
+        doc = {
+            "schema": "eo-latency/1",
+            "runs": [{**asdict(r), "exact": r.exact} for r in results],
+            "targets": found,
+        }
+        args.json.write_text(json.dumps(doc, indent=2))
+    failed = [r for r in results if not r.exact]
+    for r in failed:
+        print(f"FAILED {r.variant} at {r.rate}/s: {r.duplicates} duplicates, {r.missing} missing")
+    if args.keep or failed:
+        say(f"work folder kept: {work}")
+    else:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

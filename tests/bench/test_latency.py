@@ -1,0 +1,65 @@
+"""The latency bench on a tiny input: every event seen exactly once, latencies read from
+PostgreSQL's commit timestamps and ordered, the JSON's field names. Never a timing threshold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import latency
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
+
+
+def test_a_tiny_exactly_once_run_sees_every_event_once_and_orders_its_percentiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "latency.json"
+    code = latency.main(
+        [
+            "--rates",
+            "200",
+            "--seconds",
+            "3",
+            "--warmup",
+            "2",
+            "--variants",
+            "exactly-once",
+            "--json",
+            str(report),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+
+    doc = json.loads(report.read_text())
+    assert doc["schema"] == "eo-latency/1"
+    (run,) = doc["runs"]
+    assert (run["variant"], run["rate"], run["events"], run["measured"]) == (
+        "exactly-once",
+        200,
+        1_000,
+        600,
+    )
+    assert (run["duplicates"], run["missing"], run["exact"]) == (0, 0, True)
+    assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"] <= run["max_ms"]
+    assert run["batches"] >= 1 and run["trigger_seconds"] == 1
+    assert "| exactly-once  |" in out or "| exactly-once |" in out
+
+
+def test_the_targets_compare_exactly_once_with_at_least_once_at_the_same_rate() -> None:
+    def run(variant: str, rate: int, p99: float) -> latency.Latency:
+        return latency.Latency(
+            variant, rate, float(rate), 1, 100, 100, p99, p99, p99, p99, 1, 0.5, 0, 0, 0, ""
+        )
+
+    found = latency.targets(
+        [run("exactly-once", 500, 1_900.0), run("at-least-once", 500, 1_500.0)], max_rate=1_000
+    )
+
+    assert [(t["target"], t["met"]) for t in found] == [
+        ("EO p99 <= 1.2x ALO p99 at 500/s", False),
+        ("EO p99 <= trigger + 1 s at half the maximum (500/s), ms", True),
+    ]
