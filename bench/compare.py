@@ -792,10 +792,15 @@ def main(argv: list[str] | None = None) -> int:
     print_report(doc)
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2, default=str))
-    failed = failures(args, results)
+    return conclude(work, failures(args, results), keep=args.keep)
+
+
+def conclude(work: Path, failed: list[str], *, keep: bool) -> int:
+    """Each failure on stdout; the work folder kept when asked or when anything failed (its
+    logs are the evidence), removed otherwise; the bench's exit code."""
     for line in failed:
         print(f"FAILED {line}")
-    if args.keep or failed:
+    if keep or failed:
         say(f"work folder kept: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)

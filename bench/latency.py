@@ -39,7 +39,7 @@ import psycopg
 from confluent_kafka import Producer
 
 from bench import data, kafka_input, runner
-from bench.compare import markdown, say
+from bench.compare import conclude, markdown, say
 from bench.variants import BY_NAME, REPO, Shape, command, environment, pipeline_file
 from eo_jobs.pgserver import PgServer, temporary_server
 
@@ -338,16 +338,12 @@ def main(argv: list[str] | None = None) -> int:
             "targets": found,
         }
         args.json.write_text(json.dumps(doc, indent=2))
-    failed = [r for r in results if not r.exact]
-    for r in failed:
-        print(f"FAILED {r.variant} at {r.rate}/s: {r.duplicates} duplicates, {r.missing} missing")
-    if args.keep or failed:
-        say(f"work folder kept: {work}")
-    else:
-        import shutil
-
-        shutil.rmtree(work, ignore_errors=True)
-    return 1 if failed else 0
+    failed = [
+        f"{r.variant} at {r.rate}/s: {r.duplicates} duplicates, {r.missing} missing"
+        for r in results
+        if not r.exact
+    ]
+    return conclude(work, failed, keep=args.keep)
 
 
 if __name__ == "__main__":
