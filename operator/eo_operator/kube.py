@@ -208,6 +208,10 @@ class Kube:
             raise
         return self._plain(node)
 
+    def list_nodes(self) -> list[dict[str, Any]]:
+        """Every Node (the chart grants ``list`` on nodes): the disruption guard's input."""
+        return [self._plain(node) for node in self.core.list_node().items]
+
     def apply(self, manifest: dict[str, Any]) -> None:
         """Create a Pod, ConfigMap or Service; replace a ConfigMap that exists."""
         kind = manifest["kind"]

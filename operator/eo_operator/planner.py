@@ -85,6 +85,10 @@ class Phase(enum.StrEnum):
     """Another writer owns the sink fence: waiting for a hand-over (``fence_owner``)."""
 
 
+NODE_DISRUPTION = "NodeDisruption"
+"""Reason (and status condition) while the disruption guard holds rule 2."""
+
+
 @dataclass(frozen=True)
 class DriverPod:
     """What the operator observed of the driver pod."""
@@ -186,6 +190,8 @@ class Observation:
     node_lost_grace: timedelta = timedelta(seconds=NODE_LOST_GRACE_SECONDS)
     """How long the driver's node may be not Ready before the driver counts as lost (rule 2):
     an operator setting, not part of the spec."""
+    node_disruption: str = ""
+    """Why the driver's node problem is the cluster's (``disruption``): rule 2 then holds."""
     legacy_spec_hashes: frozenset[str] = frozenset()
     """The spec's hashes by the formula drivers launched before ``spec_hash`` was narrowed carry
     (``legacy_hash``): a pod with one of them runs the current spec, and is not restarted for a
@@ -357,6 +363,8 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     # 2. a driver we cannot trust to be dead: fence before anything else
     lost = _lost_because(pod, obs) if pod is not None else ""
     if pod is not None and lost:
+        if pod.node_problem and obs.node_disruption:
+            return _disrupted(obs, pod, lost)
         return _lost(obs, spec, pod, lost)
 
     # 3./4. suspend
@@ -450,7 +458,8 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
             restarts = 0
         # Starting after a blocked Failed (rule 14): the driver was created, the block is over.
         reason = "Running" if phase is Phase.RUNNING else mem.reason
-        if mem.phase is Phase.FAILED and phase is Phase.STARTING:
+        # ... or after a disruption that held rule 2 (``_disrupted``): it is over.
+        if phase is Phase.STARTING and (mem.phase is Phase.FAILED or reason == NODE_DISRUPTION):
             reason = "Launched"
         message, requeue = _healthy(pod, obs)
         return Plan(
@@ -572,6 +581,24 @@ def _lost_because(pod: DriverPod, obs: Observation) -> str:
     if pod.phase == "Unknown":
         return "pod phase Unknown"
     return ""
+
+
+def _disrupted(obs: Observation, pod: DriverPod, why: str) -> Plan:
+    """Rule 2 held by the disruption guard (``disruption``): no fence, no force-delete, no launch.
+
+    The driver may well be running and writing; its node is only unheard of, as most nodes are.
+    The phase stays what it was; the reason says why nothing is done, once as a Warning event,
+    and the pass looks again every 10 s: as soon as the disruption ends (or shrinks to a lost
+    node), rule 2 acts on the grace it already counted.
+    """
+    mem = obs.memory
+    message = (
+        f"driver {pod.name} would be replaced ({why}), but {obs.node_disruption}: it is neither "
+        "fenced nor replaced while that lasts"
+    )
+    first = mem.reason != NODE_DISRUPTION
+    memory = replace(mem, reason=NODE_DISRUPTION, message=message)
+    return Plan(memory, [_event(NODE_DISRUPTION, message, warning=True)] if first else [], 10.0)
 
 
 def _lost(obs: Observation, spec: PipelineSpec, pod: DriverPod, why: str) -> Plan:

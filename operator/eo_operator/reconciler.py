@@ -26,6 +26,7 @@ from eo_jobs.spec.models import Pipeline
 from eo_jobs.spec.pod_template import ASSIGNED_UID_ENV
 from eo_operator.blockers import FENCE, SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
+from eo_operator.disruption import disruption
 from eo_operator.fence_owner import ADOPT_ANNOTATION, adoption, fence_owner
 from eo_operator.kube import Conflict, Kube
 from eo_operator.legacy_hash import legacy_spec_hashes
@@ -60,6 +61,8 @@ from eo_operator.tally import BatchTally, Fresh
 
 log = logging.getLogger("eo.operator")
 
+NODE_LIST_SECONDS = 10.0
+"""How long one list of the nodes serves the disruption guard of every pass."""
 FAULT_ENV = "EO_OPERATOR_FAULT"
 """Test hook: the operator SIGKILLs itself at a named point: ``after-fence`` (between fence and
 launch), ``after-launch`` (right after the driver pod was created)."""
@@ -276,6 +279,8 @@ class Reconciler:
         self._tallies: dict[tuple[str, str], BatchTally] = {}
         self._blocked: dict[tuple[str, str], Blocked] = {}
         self._nodes_forbidden = False
+        self._node_list: tuple[float, list[dict[str, Any]]] | None = None
+        self._node_list_forbidden = False
         self._in_doubt: dict[tuple[str, str], int] = {}
         """In-doubt transactions each pipeline had at its last health pass."""
 
@@ -322,6 +327,7 @@ class Reconciler:
             driver=driver,
             failed=observed.failed,
             node_lost_grace=timedelta(seconds=self.settings.node_lost_grace_seconds),
+            node_disruption=self._disruption(driver),
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -347,6 +353,27 @@ class Reconciler:
             for action in result.actions:
                 self._simple(obj, action)
         return result.requeue_seconds
+
+    def _disruption(self, driver: DriverPod | None) -> str:
+        """The disruption guard's verdict (``disruption``), read only for a driver whose node
+        has a problem; the node list is shared by every pass for ``NODE_LIST_SECONDS``, so a
+        disruption over 1,000 pipelines costs one list, not 1,000."""
+        if driver is None or not driver.node_problem or self._node_list_forbidden:
+            return ""
+        now = time.monotonic()
+        if self._node_list is None or now - self._node_list[0] > NODE_LIST_SECONDS:
+            try:
+                self._node_list = (now, self.kube.list_nodes())
+            except ApiException as exc:
+                if exc.status != 403:
+                    raise
+                log.warning(
+                    "may not list nodes (HTTP 403): without the disruption guard a cluster-wide "
+                    "NotReady replaces every driver; grant `list` on nodes (the chart does)"
+                )
+                self._node_list_forbidden = True
+                return ""
+        return disruption(self._node_list[1], driver.node)
 
     def _with_node(self, driver: DriverPod | None, pods: list[dict[str, Any]]) -> DriverPod | None:
         """The driver with its node's problem, read only when the pod is not Ready."""

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eo_operator.blockers import DRIVER, FENCE, REASONS, SINK
-from eo_operator.planner import Blocked, Failure, Memory, Observation, Phase
+from eo_operator.planner import NODE_DISRUPTION, Blocked, Failure, Memory, Observation, Phase
 
 
 def _time(value: Any) -> datetime | None:
@@ -167,6 +167,14 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
     elif ready and any(c.get("type") == "SinkContract" for c in conds["conditions"]):
         conds["conditions"] = conditions(
             conds, "SinkContract", True, "Satisfied", "the driver checked the sink contract"
+        )
+    if memory.reason == NODE_DISRUPTION:
+        conds["conditions"] = conditions(
+            conds, NODE_DISRUPTION, True, "NodesNotReady", memory.message
+        )
+    elif any(c.get("type") == NODE_DISRUPTION for c in conds["conditions"]):
+        conds["conditions"] = conditions(
+            conds, NODE_DISRUPTION, False, "Over", "no disruption holds the driver's replacement"
         )
     blocked = memory.blocked
     if obs.driver is not None and (blocked is None or blocked.condition == DRIVER):

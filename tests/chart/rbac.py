@@ -31,7 +31,7 @@ OPERATOR_NAMESPACED: Rules = {
 # kopf reads CRDs in either mode (a cluster-scoped resource).
 KOPF_DISCOVERY: Rules = {("apiextensions.k8s.io", "customresourcedefinitions"): _READ}
 # In either mode: the operator reads the node of a driver pod that is not Ready.
-NODE_HEALTH: Rules = {("", "nodes"): frozenset({"get"})}
+NODE_HEALTH: Rules = {("", "nodes"): frozenset({"get", "list"})}
 # Cluster-wide mode only: kopf follows namespaces.
 KOPF_CLUSTER: Rules = {("", "namespaces"): _READ}
 # In the release namespace only: the leader-election Lease and the events on it.

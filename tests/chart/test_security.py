@@ -72,7 +72,7 @@ def test_namespaced_the_operator_gets_roles_per_namespace_and_only_crd_and_node_
     )
     cluster_wide = {grant for grant in granted if grant.scope == rbac.CLUSTER}
     assert {grant.resource for grant in cluster_wide} == {"customresourcedefinitions", "nodes"}
-    assert {grant.verb for grant in cluster_wide if grant.resource == "nodes"} == {"get"}
+    assert {grant.verb for grant in cluster_wide if grant.resource == "nodes"} == {"get", "list"}
 
 
 def test_secrets_are_only_ever_read_one_by_one() -> None:

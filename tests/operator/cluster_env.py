@@ -269,6 +269,23 @@ def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
 
 
 @contextlib.contextmanager
+def wait_crd_established(cluster: KubeCluster, timeout: float = 60) -> None:
+    """Until the CRD says Established. Not ``kubectl wait``: on a CRD created a moment ago (a
+    module before deleted it) its status has no conditions yet, and ``kubectl wait`` fails at
+    once (".status.conditions accessor error: <nil>") instead of waiting."""
+    deadline = time.monotonic() + timeout
+    path = '{.status.conditions[?(@.type=="Established")].status}'
+    while True:
+        said = cluster.kubectl(
+            "get", "crd", "exactlyoncepipelines.eo.dev", "-o", f"jsonpath={path}", check=False
+        )
+        if said.returncode == 0 and said.stdout.strip() == "True":
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the CRD is not Established after {timeout:.0f} s: {said.stderr}")
+        time.sleep(0.2)
+
+
 def installed_operator(
     cluster: KubeCluster, log_dir: Path, *, chart_values: tuple[str, ...] = (), **env: str
 ) -> Iterator[Operator]:
@@ -282,12 +299,7 @@ def installed_operator(
             str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
         )
         try:
-            cluster.kubectl(
-                "wait",
-                "--for=condition=Established",
-                "crd/exactlyoncepipelines.eo.dev",
-                "--timeout=60s",
-            )
+            wait_crd_established(cluster)
             kubeconfig = cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
             operator = Operator(kubeconfig, log_dir, extra_env=env)
             operator.start()

@@ -9,7 +9,13 @@ import pytest
 
 from eo_jobs.pgserver import PgServer
 from tests.cluster.plugin import KubeCluster
-from tests.operator.cluster_env import Operator, Scene, installed_operator, make_scene
+from tests.operator.cluster_env import (
+    Operator,
+    Scene,
+    installed_operator,
+    make_scene,
+    wait_crd_established,
+)
 from tests.operator.reconcile_env import reconcile_scene  # noqa: F401 (a fixture)
 
 
@@ -24,9 +30,7 @@ def crd_installed(kube_cluster: KubeCluster) -> KubeCluster:
         "-f",
         str(root / "crds" / "exactlyoncepipelines.eo.dev.yaml"),
     )
-    kube_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/exactlyoncepipelines.eo.dev", "--timeout=60s"
-    )
+    wait_crd_established(kube_cluster)
     return kube_cluster
 
 

@@ -28,7 +28,14 @@ import pytest
 from eo_jobs.pgserver import PgServer
 from tests.chart.helm import CHART, set_values
 from tests.cluster.plugin import NEEDS_MOUNTS, KubeCluster
-from tests.operator.cluster_env import RELEASE, SYSTEM, Operator, Scene, make_scene
+from tests.operator.cluster_env import (
+    RELEASE,
+    SYSTEM,
+    Operator,
+    Scene,
+    make_scene,
+    wait_crd_established,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, NEEDS_MOUNTS]
 
@@ -64,12 +71,7 @@ def executor_operator(
             str(CHART), RELEASE, values, namespace=SYSTEM, create_namespace=True, timeout=120
         )
         try:
-            kube_cluster.kubectl(
-                "wait",
-                "--for=condition=Established",
-                "crd/exactlyoncepipelines.eo.dev",
-                "--timeout=60s",
-            )
+            wait_crd_established(kube_cluster)
             kubeconfig = kube_cluster.kubeconfig_for_service_account(SYSTEM, f"{RELEASE}-operator")
             operator = Operator(kubeconfig, tmp_path_factory.mktemp("operator"))
             operator.start()

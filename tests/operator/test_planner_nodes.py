@@ -167,3 +167,50 @@ def test_a_node_object_that_is_gone_counts_from_the_pods_ready_transition() -> N
     assert problem == "gone"
     assert since is not None and since.isoformat() == "2026-11-22T11:59:00+00:00"
     assert node_problem(_pod_doc("Pending", ready=None), None) == ("gone", None)
+
+
+DISRUPTION = "none of the cluster's 2 nodes is Ready (a cluster-wide disruption)"
+
+
+def test_a_lost_node_during_a_disruption_is_neither_fenced_nor_replaced_and_said_once() -> None:
+    obs = replace(
+        _obs(Memory(phase=Phase.RUNNING, epoch=1), _on_lost_node(300), annotation=1),
+        node_lost_grace=GRACE,
+        node_disruption=DISRUPTION,
+    )
+    first = plan(obs)
+    assert _kinds(first) == [Kind.EVENT]
+    assert first.actions[0].reason == "NodeDisruption" and first.actions[0].warning
+    assert first.memory.phase is Phase.RUNNING and first.memory.restarts == 0
+    assert first.memory.reason == "NodeDisruption"
+    assert DISRUPTION in first.memory.message and "node-a is Ready=Unknown" in first.memory.message
+    again = plan(replace(obs, memory=first.memory, now=NOW + timedelta(seconds=10)))
+    assert again.actions == [] and again.memory.reason == "NodeDisruption"
+
+
+def test_when_the_disruption_ends_a_still_lost_node_is_replaced_at_once() -> None:
+    held = plan(
+        replace(
+            _obs(Memory(phase=Phase.RUNNING, epoch=1), _on_lost_node(300), annotation=1),
+            node_lost_grace=GRACE,
+            node_disruption=DISRUPTION,
+        )
+    )
+    over = replace(_obs(held.memory, _on_lost_node(310), annotation=1), node_lost_grace=GRACE)
+    assert _kinds(plan(over))[:2] == [Kind.RECOVER, Kind.FORCE_DELETE_POD]
+
+
+def test_a_driver_stuck_terminating_on_a_ready_node_is_replaced_despite_a_disruption() -> None:
+    stuck = _pod(deleting_since=NOW - timedelta(seconds=600), grace_seconds=30)
+    obs = replace(
+        _obs(Memory(phase=Phase.RUNNING, epoch=1), stuck, annotation=1),
+        node_disruption=DISRUPTION,
+    )
+    assert Kind.FORCE_DELETE_POD in _kinds(plan(obs))
+
+
+def test_a_starting_driver_held_by_a_disruption_says_launched_once_it_is_over() -> None:
+    pending = _pod(phase="Pending", node="node-a")
+    held = Memory(phase=Phase.STARTING, epoch=1, reason="NodeDisruption", message="held")
+    result = plan(_obs(held, pending, annotation=1))
+    assert result.memory.reason == "Launched" and result.memory.phase is Phase.STARTING

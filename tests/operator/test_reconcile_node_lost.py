@@ -86,3 +86,56 @@ def test_a_driver_whose_node_goes_silent_is_replaced_on_another_node_after_the_g
             timeout=60,
             what="the healed node Ready and untainted",
         )
+
+
+def test_every_node_silent_at_once_holds_the_driver_instead_of_fencing_it(
+    reconcile_scene: Scene,
+) -> None:
+    """Review operator-2 N4: both nodes stop reporting while the operator still reaches the
+    API server. Past the grace nothing is fenced or deleted; status says NodeDisruption; once
+    the nodes are back, the driver was never replaced."""
+    scene, cluster = reconcile_scene, reconcile_scene.cluster
+    scene.reconciler.settings.node_lost_grace_seconds = GRACE_SECONDS
+    scene.apply(suspend=False, driver={"image": "registry.invalid/eo-job:never"})
+    _reconcile_until(
+        scene,
+        "the driver bound to the first node",
+        lambda: (_drivers(scene).get("1") or {}).get("spec", {}).get("nodeName"),
+        60,
+    )
+    cluster.kubelet.partition()
+    cluster.spare.partition()
+    try:
+        _reconcile_until(
+            scene,
+            "the disruption said in status",
+            lambda: scene.get()["status"].get("reason") == "NodeDisruption",
+            NODE_MONITOR_GRACE_SECONDS + GRACE_SECONDS + 45,
+        )
+        for _ in range(GRACE_SECONDS + 2):  # well past the grace: still held
+            scene.reconcile()
+            time.sleep(1)
+        status = scene.get()["status"]
+        assert status["reason"] == "NodeDisruption", status
+        assert "none of the cluster's 2 nodes is Ready" in status["message"]
+        condition = {c["type"]: c for c in status["conditions"]}["NodeDisruption"]
+        assert condition["status"] == "True"
+        assert list(_drivers(scene)) == ["1"]  # neither deleted nor replaced
+        assert scene.annotation() == 1 and status.get("restarts", 0) == 0
+        assert "NodeDisruption: driver " in scene.events()
+    finally:
+        cluster.kubelet.heal()
+        cluster.spare.heal()
+        for node in (cluster.node_name, cluster.spare.node_name):
+            wait_until(
+                lambda node=node: _node_healthy(scene, node),
+                timeout=60,
+                what=f"the healed node {node} Ready and untainted",
+            )
+    _reconcile_until(
+        scene,
+        "the disruption over",
+        lambda: scene.get()["status"].get("reason") != "NodeDisruption",
+        30,
+    )
+    assert list(_drivers(scene)) == ["1"]
