@@ -187,6 +187,8 @@ class MariaDbServer:
     def start(self, timeout: float = 60.0) -> None:
         """Start the server (creating the data folder the first time) and wait for it."""
         self.init()
+        self.log_path.touch()
+        self._chown(self.log_path)  # mariadbd opens it again for --log-error
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 self.command(),
