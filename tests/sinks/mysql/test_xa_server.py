@@ -67,12 +67,25 @@ def disconnect(server: MariaDbServer, conn: Connection) -> None:
     wait_disconnected(server, connection_id)
 
 
+def leave_prepared(db: MariaDbDatabase, xid: Xid, *writes: str) -> None:
+    """Prepare branch ``xid`` in a connection that then ends, as a writer task does."""
+    disconnect(db.server, prepare(db, xid, *writes))
+
+
 @pytest.fixture
 def table(mariadb_db: MariaDbDatabase) -> str:
     """An InnoDB table ``t`` in the test's database."""
     with mariadb_db.connect() as conn:
         run(conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB")
     return "t"
+
+
+@pytest.fixture
+def left(mariadb_db: MariaDbDatabase, table: str) -> Xid:
+    """A branch that wrote row (1, 10) into ``t``, prepared by a connection that has ended."""
+    xid = new_xid("left")
+    leave_prepared(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")
+    return xid
 
 
 def test_a_branch_named_by_gtrid_bqual_and_format_id_is_recovered_and_committed_from_a_new_session(
@@ -90,13 +103,11 @@ def test_a_branch_named_by_gtrid_bqual_and_format_id_is_recovered_and_committed_
 
 
 def test_xa_rollback_of_a_recovered_branch_discards_its_rows(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+    mariadb_db: MariaDbDatabase, left: Xid
 ) -> None:
-    xid = new_xid("rollback")
-    disconnect(mariadb_server, prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)"))
     with mariadb_db.connect() as other:
-        run(other, f"XA ROLLBACK {xid.sql()}")
-        assert xid not in recovered(other)
+        run(other, f"XA ROLLBACK {left.sql()}")
+        assert left not in recovered(other)
         assert run(other, "SELECT COUNT(*) FROM t") == [(0,)]
 
 
@@ -134,12 +145,12 @@ def test_killing_the_preparing_connection_frees_its_branch_for_commit(
 
 
 def test_commit_or_rollback_of_an_unknown_or_already_committed_xid_is_xaer_nota_1397(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+    mariadb_db: MariaDbDatabase, table: str
 ) -> None:
     """The ambiguity the decision log resolves: the same 1397 for never-prepared, committed,
     and rolled back."""
     done = new_xid("done")
-    disconnect(mariadb_server, prepare(mariadb_db, done, "INSERT INTO t VALUES (1, 10)"))
+    leave_prepared(mariadb_db, done, "INSERT INTO t VALUES (1, 10)")
     with mariadb_db.connect() as conn:
         run(conn, f"XA COMMIT {done.sql()}")
         assert error_code(conn, f"XA COMMIT {done.sql()}") == ER.XAER_NOTA
@@ -178,10 +189,10 @@ def test_gtrid_and_bqual_hold_64_bytes_each_and_65_is_a_syntax_error(
 
 
 def test_xa_recover_format_sql_prints_each_xid_ready_to_paste_and_convert_xid_is_mysql_only(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+    mariadb_db: MariaDbDatabase, table: str
 ) -> None:
     xid = new_xid("format")
-    disconnect(mariadb_server, prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)"))
+    leave_prepared(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")
     with mariadb_db.connect() as conn:
         rows = run(conn, "XA RECOVER FORMAT='SQL'")
         expected = xid.sql().lower()
@@ -223,11 +234,10 @@ def test_a_myisam_table_in_a_branch_is_written_at_once_and_kept_by_rollback(
 
 
 def test_a_prepared_branch_holds_its_row_locks_and_the_tables_metadata_lock(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+    mariadb_db: MariaDbDatabase, left: Xid
 ) -> None:
     """Its rows stay invisible and locked until the decision; DDL on the table waits."""
-    xid = new_xid("locks")
-    disconnect(mariadb_server, prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)"))
+    xid = left
     with mariadb_db.connect() as other:
         run(other, "SET SESSION innodb_lock_wait_timeout = 1", "SET SESSION lock_wait_timeout = 1")
         assert run(other, "SELECT COUNT(*) FROM t") == [(0,)]
@@ -247,7 +257,7 @@ def test_any_user_may_list_and_commit_any_prepared_branch_on_mariadb(
         run(root, f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'")
     try:
         xid = new_xid("privilege")
-        disconnect(mariadb_server, prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)"))
+        leave_prepared(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")
         with mariadb_server.connect(user=user, password="pw") as nobody:
             grants = [str(row[0]) for row in run(nobody, "SHOW GRANTS")]
             assert len(grants) == 1 and grants[0].startswith("GRANT USAGE ON *.*"), grants
@@ -265,9 +275,7 @@ def test_any_user_may_list_and_commit_any_prepared_branch_on_mariadb(
             run(root, f"DROP USER '{user}'@'%'")
 
 
-def test_the_settings_the_sink_contract_reads(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
-) -> None:
+def test_the_settings_the_sink_contract_reads(mariadb_db: MariaDbDatabase, table: str) -> None:
     with mariadb_db.connect() as conn:
         run(conn, "CREATE TABLE m (id INT) ENGINE=MyISAM")
         engines = run(
@@ -291,7 +299,7 @@ def test_the_settings_the_sink_contract_reads(
 
 
 def test_with_the_binary_log_on_prepare_and_commit_are_logged_apart(
-    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+    mariadb_db: MariaDbDatabase, table: str
 ) -> None:
     """MariaDB 10.5+ (MDEV-742) writes XA PREPARE to the binary log as its own event group and
     the later XA COMMIT as another: what lets a prepared branch survive a restart with the
@@ -299,7 +307,7 @@ def test_with_the_binary_log_on_prepare_and_commit_are_logged_apart(
     xid = new_xid("binlog")
     with mariadb_db.connect() as conn:
         log_file = run(conn, "SHOW MASTER STATUS")[0][0]
-    disconnect(mariadb_server, prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)"))
+    leave_prepared(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")
     with mariadb_db.connect() as conn:
         run(conn, f"XA COMMIT {xid.sql()}")
         events = [str(row[5]) for row in run(conn, f"SHOW BINLOG EVENTS IN '{log_file}'")]
@@ -323,14 +331,9 @@ def test_prepared_branches_survive_a_clean_restart_and_a_crash_with_the_binary_l
             mariadb_server.restart(settings=settings)
             clean, crashed = new_xid(f"clean{log_bin}"), new_xid(f"crash{log_bin}")
             base = 10 * log_bin
-            disconnect(
-                mariadb_server, prepare(mariadb_db, clean, f"INSERT INTO t VALUES ({base + 1}, 1)")
-            )
+            leave_prepared(mariadb_db, clean, f"INSERT INTO t VALUES ({base + 1}, 1)")
             mariadb_server.restart()
-            disconnect(
-                mariadb_server,
-                prepare(mariadb_db, crashed, f"INSERT INTO t VALUES ({base + 2}, 2)"),
-            )
+            leave_prepared(mariadb_db, crashed, f"INSERT INTO t VALUES ({base + 2}, 2)")
             mariadb_server.restart(crash=True)
             with mariadb_db.connect() as conn:
                 assert run(conn, "SELECT @@log_bin") == [(log_bin,)]
