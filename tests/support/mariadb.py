@@ -249,9 +249,14 @@ class MariaDbServer:
         self.start()
 
     def connect(
-        self, database: str | None = None, *, user: str = "root", password: str = ""
+        self,
+        database: str | None = None,
+        *,
+        user: str = "root",
+        password: str = "",
+        local_infile: bool = False,
     ) -> Connection:
-        """A new autocommit connection over TCP."""
+        """A new autocommit connection over TCP (``local_infile``: LOAD DATA LOCAL allowed)."""
         return pymysql.connect(
             host="127.0.0.1",
             port=self.port,
@@ -260,6 +265,7 @@ class MariaDbServer:
             database=database,
             autocommit=True,
             connect_timeout=5,
+            local_infile=local_infile,
         )
 
     def create_database(self, name: str) -> MariaDbDatabase:
@@ -286,9 +292,13 @@ class MariaDbDatabase:
         """The URL form a sink spec will use: ``mysql://user@host:port/database``."""
         return f"mysql://root@127.0.0.1:{self.server.port}/{self.name}"
 
-    def connect(self, *, user: str = "root", password: str = "") -> Connection:
+    def connect(
+        self, *, user: str = "root", password: str = "", local_infile: bool = False
+    ) -> Connection:
         """A new autocommit connection with this database selected."""
-        return self.server.connect(self.name, user=user, password=password)
+        return self.server.connect(
+            self.name, user=user, password=password, local_infile=local_infile
+        )
 
 
 def temporary_server(

@@ -8,6 +8,8 @@ A test that fails here means the sink's protocol rests on something the server d
 from __future__ import annotations
 
 import secrets
+from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pymysql
@@ -176,6 +178,64 @@ def test_a_second_session_cannot_start_a_branch_with_a_live_xid_but_may_share_th
         assert run(b, "SELECT id FROM t ORDER BY id") == [(1,), (2,)]
 
 
+def test_a_branch_that_wrote_nothing_is_rolled_back_when_another_session_finishes_it(
+    mariadb_db: MariaDbDatabase, table: str
+) -> None:
+    """A read-only branch prepares and is listed, but XA COMMIT from another session answers
+    XA_RBROLLBACK (1402): each of eo's branches must write at least its marker row."""
+    for finish in ("COMMIT", "ROLLBACK"):
+        xid = new_xid(f"empty-{finish}")
+        leave_prepared(mariadb_db, xid, "SELECT COUNT(*) FROM t")
+        with mariadb_db.connect() as other:
+            assert xid in recovered(other)
+            assert error_code(other, f"XA {finish} {xid.sql()}") == ER.XA_RBROLLBACK
+            assert xid not in recovered(other)
+
+
+def test_a_failed_statement_does_not_fail_its_branch(
+    mariadb_db: MariaDbDatabase, table: str
+) -> None:
+    """A lock wait timeout undoes the statement only (innodb_rollback_on_timeout is off): the
+    branch still prepares and commits its other rows, so the writer must roll back itself."""
+    xid = new_xid("partial")
+    with mariadb_db.connect() as holder, mariadb_db.connect() as writer:
+        run(holder, "INSERT INTO t VALUES (2, 0)", "BEGIN", "UPDATE t SET v = 1 WHERE id = 2")
+        run(writer, "SET SESSION innodb_lock_wait_timeout = 1", f"XA START {xid.sql()}")
+        run(writer, "INSERT INTO t VALUES (1, 10)")
+        assert error_code(writer, "UPDATE t SET v = 20 WHERE id = 2") == ER.LOCK_WAIT_TIMEOUT
+        run(writer, f"XA END {xid.sql()}", f"XA PREPARE {xid.sql()}", f"XA COMMIT {xid.sql()}")
+        run(holder, "ROLLBACK")
+        assert run(holder, "SELECT id, v FROM t ORDER BY id") == [(1, 10), (2, 0)]
+
+
+def test_load_data_local_infile_writes_inside_a_branch(
+    mariadb_db: MariaDbDatabase, table: str, tmp_path: Path
+) -> None:
+    """The bulk path the bench wants: LOAD DATA LOCAL streams a client file into the branch."""
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("".join(f"{i}\t{i * 10}\n" for i in range(1, 1001)))
+    xid = new_xid("load")
+    with mariadb_db.connect(local_infile=True) as writer:
+        run(writer, f"XA START {xid.sql()}")
+        run(writer, f"LOAD DATA LOCAL INFILE '{rows}' INTO TABLE t")
+        run(writer, f"XA END {xid.sql()}", f"XA PREPARE {xid.sql()}")
+        with mariadb_db.connect() as other:
+            assert run(other, "SELECT COUNT(*) FROM t") == [(0,)]
+        run(writer, f"XA COMMIT {xid.sql()}")
+        assert run(writer, "SELECT COUNT(*), SUM(v) FROM t") == [(1000, Decimal(5005000))]
+
+
+def test_join_resume_and_suspend_are_refused_not_ignored(mariadb_db: MariaDbDatabase) -> None:
+    """MySQL's manual: recognized and without effect. MariaDB 10.11: XAER_INVAL (1398)."""
+    xid = new_xid("join")
+    with mariadb_db.connect() as conn:
+        assert error_code(conn, f"XA START {xid.sql()} JOIN") == ER.XAER_INVAL
+        assert error_code(conn, f"XA START {xid.sql()} RESUME") == ER.XAER_INVAL
+        run(conn, f"XA START {xid.sql()}")
+        assert error_code(conn, f"XA END {xid.sql()} SUSPEND") == ER.XAER_INVAL
+        run(conn, f"XA END {xid.sql()}", f"XA ROLLBACK {xid.sql()}")
+
+
 def test_gtrid_and_bqual_hold_64_bytes_each_and_65_is_a_syntax_error(
     mariadb_db: MariaDbDatabase, table: str
 ) -> None:
@@ -332,12 +392,14 @@ def test_prepared_branches_survive_a_clean_restart_and_a_crash_with_the_binary_l
             clean, crashed = new_xid(f"clean{log_bin}"), new_xid(f"crash{log_bin}")
             base = 10 * log_bin
             leave_prepared(mariadb_db, clean, f"INSERT INTO t VALUES ({base + 1}, 1)")
+            leave_prepared(mariadb_db, empty := new_xid(f"empty{log_bin}"), "SELECT 1")
             mariadb_server.restart()
             leave_prepared(mariadb_db, crashed, f"INSERT INTO t VALUES ({base + 2}, 2)")
             mariadb_server.restart(crash=True)
             with mariadb_db.connect() as conn:
                 assert run(conn, "SELECT @@log_bin") == [(log_bin,)]
                 assert {clean, crashed} <= set(recovered(conn))
+                assert empty not in recovered(conn)  # wrote nothing: not durable
                 run(conn, f"XA COMMIT {clean.sql()}", f"XA ROLLBACK {crashed.sql()}")
                 rows = run(conn, f"SELECT id FROM t WHERE id BETWEEN {base + 1} AND {base + 2}")
                 assert rows == [(base + 1,)]
