@@ -365,6 +365,15 @@ def recovered(conn: Connection) -> list[Xid]:
     return xids
 
 
+def connection_id(conn: Connection) -> int:
+    """The server's id of a connection (what KILL CONNECTION and PROCESSLIST name)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT CONNECTION_ID()")
+        row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def wait_disconnected(server: MariaDbServer, connection_id: int, timeout: float = 10.0) -> None:
     """Wait until the server has ended connection ``connection_id``.
 

@@ -21,6 +21,7 @@ from tests.support.mariadb import (
     MariaDbDatabase,
     MariaDbServer,
     Xid,
+    connection_id,
     recovered,
     wait_disconnected,
 )
@@ -64,9 +65,9 @@ def prepare(db: MariaDbDatabase, xid: Xid, *writes: str) -> Connection:
 
 def disconnect(server: MariaDbServer, conn: Connection) -> None:
     """Close a connection and wait until the server has ended it."""
-    connection_id = conn.thread_id()
+    ended = connection_id(conn)
     conn.close()
-    wait_disconnected(server, connection_id)
+    wait_disconnected(server, ended)
 
 
 def leave_prepared(db: MariaDbDatabase, xid: Xid, *writes: str) -> None:
@@ -137,10 +138,11 @@ def test_killing_the_preparing_connection_frees_its_branch_for_commit(
     """How a zombie writer's connection can be cut off: KILL CONNECTION leaves its branch
     prepared and committable (or roll-backable) by the session that decides."""
     xid = new_xid("kill")
-    writer = prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")
+    writer = prepare(mariadb_db, xid, "INSERT INTO t VALUES (1, 10)")  # kept open: alive
+    zombie = connection_id(writer)
     with mariadb_db.connect() as other:
-        run(other, f"KILL CONNECTION {writer.thread_id()}")
-        wait_disconnected(mariadb_db.server, writer.thread_id())
+        run(other, f"KILL CONNECTION {zombie}")
+        wait_disconnected(mariadb_db.server, zombie)
         assert xid in recovered(other)
         run(other, f"XA COMMIT {xid.sql()}")
         assert run(other, "SELECT id FROM t") == [(1,)]
