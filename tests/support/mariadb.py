@@ -74,20 +74,9 @@ class MariaDbInstall:
         path = ":".join([*map(str, folders), *([old] if old else [])])
         return {**os.environ, "LD_LIBRARY_PATH": path, "LC_ALL": "C"}
 
-    def version(self) -> str:
-        """``mariadbd --version``'s version word, e.g. ``10.11.19-MariaDB-0+deb12u1``."""
-        out = subprocess.run(
-            [str(self.usr / "sbin" / "mariadbd"), "--version"],
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        return out.split()[2]
-
 
 def find_install() -> MariaDbInstall:
-    """``$EO_MARIADB_HOME``, else the newest complete installation of the tool cache."""
+    """``$EO_MARIADB_HOME``, else the latest installed complete installation of the cache."""
     override = os.environ.get(HOME_ENV)
     if override:
         return MariaDbInstall(Path(override))
@@ -97,7 +86,8 @@ def find_install() -> MariaDbInstall:
             f"no MariaDB server in {eo_cache() / 'mariadb'}: run `./dev setup` or "
             f"`{INSTALL_SCRIPT}` (or set {HOME_ENV} to an unpacked installation)"
         )
-    return MariaDbInstall(found[-1].parent / "root")
+    newest = max(found, key=lambda stamp: stamp.stat().st_mtime)  # "10.11.9" > "10.11.19"
+    return MariaDbInstall(newest.parent / "root")
 
 
 class MariaDbServer:
