@@ -238,6 +238,37 @@ def test_join_resume_and_suspend_are_refused_not_ignored(mariadb_db: MariaDbData
         run(conn, f"XA END {xid.sql()}", f"XA ROLLBACK {xid.sql()}")
 
 
+def test_a_branch_whose_connection_ends_before_prepare_is_rolled_back(
+    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase, table: str
+) -> None:
+    """A writer that dies while its branch is ACTIVE (before XA END) or IDLE (before XA
+    PREPARE) leaves nothing behind: no listed branch, no rows, no locks."""
+    active, idle = new_xid("active"), new_xid("idle")
+    for xid, statements in (
+        (active, ["INSERT INTO t VALUES (1, 10)"]),
+        (idle, ["INSERT INTO t VALUES (2, 20)", f"XA END {idle.sql()}"]),
+    ):
+        writer = mariadb_db.connect()
+        run(writer, f"XA START {xid.sql()}", *statements)
+        disconnect(mariadb_server, writer)
+    with mariadb_db.connect() as other:
+        assert not {active, idle} & set(recovered(other))
+        run(other, "SET SESSION innodb_lock_wait_timeout = 1")
+        run(other, "INSERT INTO t VALUES (1, 11), (2, 21)")
+        assert error_code(other, f"XA COMMIT {idle.sql()}") == ER.XAER_NOTA
+
+
+def test_ddl_inside_a_branch_is_refused(mariadb_db: MariaDbDatabase, table: str) -> None:
+    """DDL commits implicitly, which a branch forbids: tables the writer needs (markers, dead
+    letters) must exist before XA START."""
+    xid = new_xid("ddl")
+    with mariadb_db.connect() as conn:
+        run(conn, f"XA START {xid.sql()}")
+        assert error_code(conn, "CREATE TABLE markers (id INT) ENGINE=InnoDB") == ER.XAER_RMFAIL
+        run(conn, f"XA END {xid.sql()}", f"XA ROLLBACK {xid.sql()}")
+        assert run(conn, "SHOW TABLES") == [("t",)]
+
+
 def test_gtrid_and_bqual_hold_64_bytes_each_and_65_is_a_syntax_error(
     mariadb_db: MariaDbDatabase, table: str
 ) -> None:
