@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup: a virtualenv with the project and its dev tools, then every external
-# tool the tests need (Maven jars, control-plane binaries, promtool), each cached by
+# tool the tests need (Maven jars, control-plane binaries, promtool, MariaDB), each cached by
 # version under ${EO_CACHE:-~/.cache/eo}. `--minimal` stops after what `eo demo` needs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,7 +42,7 @@ if [[ ! -f "$full_stamp" ]]; then
 fi
 
 for extra in scripts/fetch-jars.sh scripts/build-writer.sh scripts/build-cluster-tools.sh scripts/install-promtool.sh \
-  scripts/install-s3-server.sh; do
+  scripts/install-s3-server.sh scripts/install-mariadb.sh; do
   if [[ -x "$extra" ]]; then
     step "running $extra (cached after the first run; long steps print a line every 30 s)"
     "$extra"

@@ -10,7 +10,12 @@ import pytest
 
 from eo_jobs.pgserver import PgServer, temporary_server
 
-pytest_plugins = ["tests.support.kafka", "tests.support.s3", "tests.cluster.plugin"]
+pytest_plugins = [
+    "tests.support.kafka",
+    "tests.support.s3",
+    "tests.support.mariadb",
+    "tests.cluster.plugin",
+]
 
 _counter = itertools.count()
 

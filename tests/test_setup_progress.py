@@ -102,7 +102,8 @@ def test_a_go_build_counts_the_packages_it_compiles(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["build-cluster-tools.sh", "install-promtool.sh", "fetch-jars.sh"]
+    "script",
+    ["build-cluster-tools.sh", "install-promtool.sh", "fetch-jars.sh", "install-mariadb.sh"],
 )
 def test_the_long_setup_scripts_run_their_slow_commands_under_with_progress(script: str) -> None:
     text = (ROOT / "scripts" / script).read_text()
@@ -111,11 +112,24 @@ def test_the_long_setup_scripts_run_their_slow_commands_under_with_progress(scri
         "build-cluster-tools.sh": ["go build -v"],
         "install-promtool.sh": ["go mod tidy", "go build -v", "go mod download"],
         "fetch-jars.sh": ['"${MVN[@]}" -f'],
+        "install-mariadb.sh": [
+            'apt-get "${apt_opts[@]}" update',
+            'apt-get "${apt_opts[@]}" download "${PACKAGES[@]}"',
+            'apt-get "${apt_opts[@]}" download "${needed[@]}"',
+        ],
     }[script]
     for command in slow:
         # The command is an argument of with_progress (possibly on a continuation line).
         found = re.search(r"with_progress [^\n]*(\\\n[^\n]*)*?" + re.escape(command), text)
         assert found, f"{script}: {command} does not run under with_progress"
+
+
+def test_setup_runs_every_install_script_so_dev_test_gets_each_tool() -> None:
+    text = (ROOT / "scripts" / "setup.sh").read_text()
+    scripts = sorted((ROOT / "scripts").glob("install-*.sh"))
+    assert scripts
+    for script in scripts:
+        assert f"scripts/{script.name}" in text, f"setup.sh does not run {script.name}"
 
 
 def test_setup_shows_pips_download_progress() -> None:
