@@ -23,11 +23,11 @@ import psycopg
 from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.control import ForeignFenceOwnerError
-from eo_operator.planner import FOREIGN_FENCE_OWNER
+from eo_operator.planner import DRIVER_CREATABLE, FOREIGN_FENCE_OWNER
 
 SINK = "SinkReachable"
 """Condition for what stands between the operator and the sink databases."""
-DRIVER = "DriverCreatable"
+DRIVER = DRIVER_CREATABLE
 """Condition for what stands between the operator and a driver pod."""
 FENCE = "FenceOwned"
 """Condition for another writer owning the pipeline's sink fence (``fence_owner``)."""

@@ -85,6 +85,10 @@ class Phase(enum.StrEnum):
     """Another writer owns the sink fence: waiting for a hand-over (``fence_owner``)."""
 
 
+BLOCKED_RETRY_MAX = 60.0
+"""Seconds between retries of a launch the environment has refused for 10 minutes or more."""
+DRIVER_CREATABLE = "DriverCreatable"
+"""Condition of a blocker that refused a driver object (HTTP 403: nothing was created)."""
 NODE_DISRUPTION = "NodeDisruption"
 """Reason (and status condition) while the disruption guard holds rule 2."""
 
@@ -522,18 +526,44 @@ def _blocked(obs: Observation, spec: PipelineSpec, blocked: Blocked, launch: Pla
         return Plan(memory, launch.actions, 30.0)
     waited = obs.now - blocked.since
     limit = spec.restart_policy.start_timeout_seconds
+    actions = _create_again(obs, blocked) or launch.actions
+    # Every 10 s at first; a blocker that lasts is retried less often (at most every minute),
+    # so that a quota full for hours does not cost the API server a write every 10 s.
+    requeue = min(BLOCKED_RETRY_MAX, max(10.0, waited.total_seconds() / 10))
     if waited <= timedelta(seconds=limit):
         # The reason stays the launch's (the condition carries the blocker's): a pod created
         # on this retry must not start out with a stale blocker as its reason.
         memory = replace(launch.memory, message=f"{blocked.reason}: {blocked.message}; retrying")
-        return Plan(memory, launch.actions, 10.0)
+        return Plan(memory, actions, requeue)
     message = (
         f"{blocked.message}; the pipeline has not started for {waited.total_seconds():.0f}s "
-        f"(restartPolicy.startTimeoutSeconds {limit}); retrying every 10s"
+        f"(restartPolicy.startTimeoutSeconds {limit}); retrying"
     )
     memory = replace(launch.memory, phase=Phase.FAILED, reason=blocked.reason, message=message)
     first = [] if obs.memory.phase is Phase.FAILED else [_event(blocked.reason, message, True)]
-    return Plan(memory, [*first, *launch.actions], 10.0)
+    return Plan(memory, [*first, *actions], requeue)
+
+
+def _create_again(obs: Observation, blocked: Blocked) -> list[Action]:
+    """Only the driver's create again, with the epoch already recovered, when that create is
+    what was refused (review operator-2 N9); [] otherwise.
+
+    A refused create (HTTP 403: quota, an admission policy, RBAC) created nothing, so its epoch
+    is not spent although status.epoch recorded it: no pod can carry it. Recovering again would
+    reserve a new epoch, raise the fence and resolve on every retry (each with a ``Recovered``
+    event), and the epoch would climb for as long as the quota stays full.
+    """
+    mem = obs.memory
+    epoch = mem.epoch
+    if (
+        blocked.condition != DRIVER_CREATABLE
+        or epoch is None
+        or obs.driver is not None
+        or mem.recovered_epoch != epoch
+        or (obs.annotation_epoch or 0) != epoch
+    ):
+        return []
+    return [Action(Kind.LAUNCH, epoch=epoch, reason="Relaunch")]
 
 
 def _healthy(pod: DriverPod, obs: Observation) -> tuple[str, float]:

@@ -95,3 +95,27 @@ def test_the_foreign_owner_round_trips_through_status_as_the_fence_owned_conditi
     back = memory_from_status(status)
     assert back.phase is Phase.WAITING
     assert back.blocked is not None and back.blocked.reason == "ForeignFenceOwner"
+
+
+def _pod_forbidden(seconds_ago: float) -> Blocked:
+    return Blocked(
+        "DriverCreatable", "PodForbidden", "exceeded quota", NOW - timedelta(seconds=seconds_ago)
+    )
+
+
+def test_a_refused_create_is_retried_alone_with_the_epoch_already_recovered() -> None:
+    """Review operator-2 N9: no new epoch, no fence raised again, no event per retry."""
+    mem = Memory(phase=Phase.STARTING, epoch=3, recovered_epoch=3, blocked=_pod_forbidden(20))
+    result = plan(_obs(mem, None, annotation=3))
+    assert _kinds(result) == [Kind.LAUNCH] and result.actions[0].epoch == 3
+
+
+def test_a_refused_create_whose_epoch_is_not_the_recovered_one_recovers_first() -> None:
+    mem = Memory(phase=Phase.STARTING, epoch=3, recovered_epoch=2, blocked=_pod_forbidden(20))
+    assert _kinds(plan(_obs(mem, None, annotation=3)))[:2] == [Kind.RECOVER, Kind.LAUNCH]
+
+
+def test_a_blocker_that_lasts_is_retried_less_often_up_to_a_minute() -> None:
+    assert plan(_obs(Memory(blocked=_secret_missing(30)))).requeue_seconds == 10.0
+    assert plan(_obs(Memory(blocked=_secret_missing(300)))).requeue_seconds == 30.0
+    assert plan(_obs(Memory(blocked=_secret_missing(3_600)))).requeue_seconds == 60.0

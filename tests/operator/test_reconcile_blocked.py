@@ -185,6 +185,13 @@ def test_a_refused_pod_create_is_named_with_the_fix(reconcile_scene: Scene) -> N
             lambda: _condition(limited, "DriverCreatable").get("reason") == "PodForbidden",
             60,
         )
+        # Review operator-2 N9: the retries spend no epoch, raise no fence, say no Recovered.
+        epoch, recovered = scene.annotation(), scene.events().count("Recovered:")
+        for _ in range(3):
+            limited.reconcile()
+        assert scene.annotation() == epoch
+        assert scene.events().count("Recovered:") == recovered <= 1
+        assert scene.get()["status"]["epoch"] == epoch
     cond = _condition(scene, "DriverCreatable")
     assert cond["status"] == "False" and "system:serviceaccount" in cond["message"]
     assert "PodForbidden:" in scene.events() and "grant the operator" in scene.events()
