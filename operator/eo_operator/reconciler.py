@@ -130,6 +130,13 @@ class Settings:
     doubt at its last health pass. Nothing writes to its sinks, and its sweep finds nothing,
     so the sink queries of 1,000 idle pipelines stay small; it still runs, for a zombie on a
     lost node (force-deleted, so no pod left) whose late prepare must be swept."""
+    audit_interval: float = field(
+        default_factory=lambda: env_seconds(
+            "EO_AUDIT_INTERVAL_SECONDS", 300, 10, "auditIntervalSeconds"
+        )
+    )
+    """Seconds between two audit passes of a running pipeline whose ``spec.audit`` names no
+    interval of its own."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:

@@ -42,7 +42,7 @@ DRIVER_POD_SELECTOR = f"{MANAGED_BY}=eo,{COMPONENT}=driver"
 labels, the chart's pods ``managed-by: Helm``; a pod template cannot replace eo's labels): the
 operator lists and watches only the pods that match (``main.configure``)."""
 
-OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy"})
+OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy", "audit"})
 """Spec fields (attribute names of ``PipelineSpec``) the driver never reads, left out of
 ``spec_hash`` so that editing them never restarts it: ``suspend`` stops the driver by a rule of
 its own; ``alerts`` are thresholds the operator exports as metrics; ``restartPolicy`` governs
