@@ -27,8 +27,9 @@ def test_an_interval_or_a_pass_bound_out_of_range_names_its_field() -> None:
 
 def test_append_only_names_a_sink_of_the_pipeline_that_appends() -> None:
     problems = _problems(_doc(audit={"appendOnly": ["nosuch"]}))
-    assert "'nosuch' is not a sink of this pipeline (sinks: ledger)" in (
-        problems["spec.audit.appendOnly[0]"]
+    assert (
+        "'nosuch' is not a sink of this pipeline (sinks: ledger)"
+        in (problems["spec.audit.appendOnly[0]"])
     )
     sinks = [_doc()["spec"]["sinks"][0], UPSERT]
     problems = _problems(_doc(sinks=sinks, audit={"appendOnly": ["u"]}))

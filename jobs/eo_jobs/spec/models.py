@@ -653,9 +653,9 @@ class Audit(Model):
     """Decided batches one pass reads at most (per streaming query): a pass costs about 0.5 ms
     per batch, so this bounds it however far behind the audit is; the rest waits for the next
     pass."""
-    append_only: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(
-        max_length=8
-    )] = Field(default_factory=list)
+    append_only: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1)]], Field(max_length=8)
+    ] = Field(default_factory=list)
     """Sinks whose table only this pipeline writes, and only appends to: their row count is
     checked against the decisions (the table-count check; not run otherwise, since eo cannot
     see other writers). Upsert sinks cannot be listed."""
@@ -779,8 +779,7 @@ class PipelineSpec(Model):
             if name not in sinks:
                 raise FieldError(
                     f"audit.appendOnly[{i}]",
-                    f"{name!r} is not a sink of this pipeline "
-                    f"(sinks: {', '.join(sinks)})",
+                    f"{name!r} is not a sink of this pipeline (sinks: {', '.join(sinks)})",
                 )
             if sinks[name].postgres.mode == "upsert":
                 raise FieldError(
