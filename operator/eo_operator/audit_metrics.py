@@ -60,7 +60,21 @@ class AuditMetrics:
             buckets=PASS_BUCKETS,
             registry=registry,
         )
+        self._interval = Gauge(
+            "eo_audit_interval_seconds",
+            "Seconds between two audit passes of the pipeline (what EoAuditStale measures by).",
+            _PIPELINE,
+            registry=registry,
+        )
+        self._latched = Gauge(
+            "eo_audit_violation_latched",
+            "1 while a violation of this check is shown and not acknowledged (status.audit).",
+            (*_PIPELINE, "check"),
+            registry=registry,
+        )
         self._all = (
+            self._interval,
+            self._latched,
             self._batches,
             self._last_batch,
             self._violations,
@@ -70,9 +84,17 @@ class AuditMetrics:
         )
 
     def observe(
-        self, namespace: str, pipeline: str, result: AuditResult, last_batch: int | None, at: float
+        self,
+        namespace: str,
+        pipeline: str,
+        result: AuditResult,
+        last_batch: int | None,
+        at: float,
+        interval: float,
+        latched: str | None,
     ) -> None:
-        """Publish one pass: batches, position, violations by check, lag, time and duration."""
+        """Publish one pass: batches, position, violations by check, lag, time and duration;
+        the pipeline's interval, and the check of the violation shown, if any (``latched``)."""
         key = (namespace, pipeline)
         with self._lock:
             if key not in self._seen:
@@ -87,6 +109,9 @@ class AuditMetrics:
             self._lag.labels(*key).set(max(result.lag().values(), default=0))
             self._last_pass.labels(*key).set(at)
             self._duration.labels(*key).observe(result.seconds)
+            self._interval.labels(*key).set(interval)
+            for check in Check:
+                self._latched.labels(namespace, pipeline, str(check)).set(str(check) == latched)
 
     def forget(self, namespace: str, pipeline: str) -> None:
         """Drop the pipeline's series (deleted, or its audit switched off)."""

@@ -90,7 +90,7 @@ class ContinuousAudit:
         result = audit(
             target, _position(saved.get("position")), max_batches=settings.max_batches_per_pass
         )
-        self._publish(obj, pipeline, saved, result, now)
+        self._publish(obj, pipeline, saved, result, now, interval)
         if result.end.batches:
             control.run(lambda conn: record_audited(conn, pipeline.key, result.end.batches))
 
@@ -101,6 +101,7 @@ class ContinuousAudit:
         saved: Mapping[str, Any],
         result: AuditResult,
         now: datetime,
+        interval: float,
     ) -> None:
         namespace, name = pipeline.metadata.namespace, pipeline.metadata.name
         last_batch = max(result.end.batches.values(), default=None)
@@ -135,7 +136,15 @@ class ContinuousAudit:
             message = _clean_message(total, last_batch, result, ran, not_run)
         conds = conditions(current, AUDITED, ok, reason, message)
         self.kube.patch_status(obj, {"audit": audit_status, "conditions": conds})
-        self.metrics.observe(namespace, name, result, last_batch, now.timestamp())
+        self.metrics.observe(
+            namespace,
+            name,
+            result,
+            last_batch,
+            now.timestamp(),
+            interval,
+            None if violation is None else str(violation["check"]),
+        )
         now_value = "True" if ok else "False"
         if before != now_value and not ok:
             self.kube.event(obj, "AuditViolation", message, warning=True)

@@ -101,6 +101,7 @@ def test_a_clean_pipeline_is_audited_true_naming_the_batches_and_checks(
     assert _metric(scene, "eo_audit_batches_total") == 10
     assert _metric(scene, "eo_audit_last_batch") == 9
     assert _metric(scene, "eo_audit_lag_batches") == 0
+    assert _metric(scene, "eo_audit_interval_seconds") == 300
     assert _metric(scene, "eo_audit_violations_total", check="participants") == 0
     # The driver's marker pruning now stops at the audited position.
     with psycopg.connect(scene.dsn) as conn:
@@ -123,6 +124,7 @@ def test_a_deleted_marker_turns_audited_false_naming_batch_and_check_until_ackno
     assert status["audit"]["violation"]["batch"] == 7
     assert "AuditViolation: batch 7: participants failed" in scene.events()
     assert (_metric(scene, "eo_audit_violations_total", check="participants") or 0) >= 1
+    assert _metric(scene, "eo_audit_violation_latched", check="participants") == 1
     assert status["audit"]["lastAuditedBatch"] == 9  # the position moved on
 
     status = _pass(scene, clock)  # a clean pass does not clear it: it is latched
@@ -136,6 +138,7 @@ def test_a_deleted_marker_turns_audited_false_naming_batch_and_check_until_ackno
     assert _audited(status)["status"] == "True"
     assert status["audit"].get("violation") is None
     assert "AuditRecovered: no violation" in scene.events()
+    assert _metric(scene, "eo_audit_violation_latched", check="participants") == 0
 
 
 def test_passes_are_bounded_and_resume_from_the_saved_position(reconcile_scene: Scene) -> None:
