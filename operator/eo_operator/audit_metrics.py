@@ -26,31 +26,17 @@ class AuditMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self._lock = threading.Lock()
         self._seen: set[tuple[str, str]] = set()
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, (*_PIPELINE, *extra), registry=registry)
+
         self._batches = Counter(
             "eo_audit_batches", "Decided batches the audit looked at.", _PIPELINE, registry=registry
-        )
-        self._last_batch = Gauge(
-            "eo_audit_last_batch",
-            "Highest batch every audit check is final for (over the pipeline's queries).",
-            _PIPELINE,
-            registry=registry,
         )
         self._violations = Counter(
             "eo_audit_violations",
             "Violations of exactly-once the audit found, by check.",
             (*_PIPELINE, "check"),
-            registry=registry,
-        )
-        self._lag = Gauge(
-            "eo_audit_lag_batches",
-            "Decided batches beyond the audit's position (the most of any query).",
-            _PIPELINE,
-            registry=registry,
-        )
-        self._last_pass = Gauge(
-            "eo_audit_last_pass_timestamp_seconds",
-            "Unix time of the last audit pass that read the databases.",
-            _PIPELINE,
             registry=registry,
         )
         self._duration = Histogram(
@@ -60,17 +46,26 @@ class AuditMetrics:
             buckets=PASS_BUCKETS,
             registry=registry,
         )
-        self._interval = Gauge(
+        self._last_batch = gauge(
+            "eo_audit_last_batch",
+            "Highest batch every audit check is final for (over the pipeline's queries).",
+        )
+        self._lag = gauge(
+            "eo_audit_lag_batches",
+            "Decided batches beyond the audit's position (the most of any query).",
+        )
+        self._last_pass = gauge(
+            "eo_audit_last_pass_timestamp_seconds",
+            "Unix time of the last audit pass that read the databases.",
+        )
+        self._interval = gauge(
             "eo_audit_interval_seconds",
             "Seconds between two audit passes of the pipeline (what EoAuditStale measures by).",
-            _PIPELINE,
-            registry=registry,
         )
-        self._latched = Gauge(
+        self._latched = gauge(
             "eo_audit_violation_latched",
             "1 while a violation of this check is shown and not acknowledged (status.audit).",
-            (*_PIPELINE, "check"),
-            registry=registry,
+            ("check",),
         )
         self._all = (
             self._interval,

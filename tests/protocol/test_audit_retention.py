@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES
+from eo_jobs.protocol.coordinator import Coordinator
 from eo_jobs.protocol.gid import query_token
 from eo_jobs.protocol.retention import (
     AUDIT_HOLD_BATCHES,
@@ -47,18 +48,24 @@ def _marked_batches(dsn: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
+def _old_batches(dsn: str) -> Coordinator:
+    """Batches 0..3 decided, their markers two days old (old enough to prune)."""
+    harness.create_table(dsn)
+    coord = harness.coordinator(dsn, 1)
+    coord.startup()
+    for batch in range(4):
+        harness.run_batch(coord, dsn, batch)
+    _age(dsn)
+    return coord
+
+
 def _audited(dsn: str) -> int | None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return audited_batch(conn, harness.PIPELINE, TOKEN)
 
 
 def test_the_drivers_prune_keeps_the_markers_the_audit_has_not_reached(pg_dsn: str) -> None:
-    harness.create_table(pg_dsn)
-    coord = harness.coordinator(pg_dsn, 1)
-    coord.startup()
-    for batch in range(4):
-        harness.run_batch(coord, pg_dsn, batch)
-    _age(pg_dsn)
+    coord = _old_batches(pg_dsn)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         record_audited(conn, harness.PIPELINE, {TOKEN: 1})
     # Batch 1100 is 1,000 past every marker and a prune batch (every 100).
@@ -67,12 +74,7 @@ def test_the_drivers_prune_keeps_the_markers_the_audit_has_not_reached(pg_dsn: s
 
 
 def test_without_an_audit_position_the_prune_is_what_it_was(pg_dsn: str) -> None:
-    harness.create_table(pg_dsn)
-    coord = harness.coordinator(pg_dsn, 1)
-    coord.startup()
-    for batch in range(4):
-        harness.run_batch(coord, pg_dsn, batch)
-    _age(pg_dsn)
+    coord = _old_batches(pg_dsn)
     assert _audited(pg_dsn) is None  # no table at all
     harness.run_batch(coord, pg_dsn, 1100)
     assert _marked_batches(pg_dsn) == [1100]
