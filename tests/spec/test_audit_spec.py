@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import yaml
+
 from eo_jobs.spec import parse_pipeline
-from eo_operator.resources import spec_hash
+from eo_operator.resources import spec_configmap, spec_hash
 from tests.support.pipelines import document as _doc
 from tests.support.pipelines import problems as _problems
 
@@ -49,3 +51,11 @@ def test_editing_the_audit_never_restarts_the_driver() -> None:
     before = parse_pipeline(_doc())
     after = parse_pipeline(_doc(audit={"enabled": False, "intervalSeconds": 60}))
     assert spec_hash(before, "img") == spec_hash(after, "img")
+
+
+def test_the_drivers_spec_leaves_the_audit_out_so_an_older_job_image_still_parses_it() -> None:
+    pipeline = parse_pipeline(_doc(audit={"intervalSeconds": 60}))
+    owner = {"metadata": {"name": "p", "uid": "u"}}
+    document = yaml.safe_load(spec_configmap(pipeline, owner)["data"]["pipeline.yaml"])
+    assert "audit" not in document["spec"]
+    assert parse_pipeline(document).spec.sinks == pipeline.spec.sinks
