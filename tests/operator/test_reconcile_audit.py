@@ -173,14 +173,14 @@ def test_switching_the_audit_off_or_deleting_the_pipeline_drops_its_series(
     _start(scene, range(3))
     assert _metric(scene, "eo_audit_last_batch") == 2
     if deleted:
-        scene.reconciler.metrics.forget(scene.namespace, NAME)  # what finalize does
+        scene.reconciler.finalize(scene.namespace, NAME)  # the finalizer's work
     else:
         scene.apply(audit={"enabled": False})
         scene.reconcile()
         status = scene.get()["status"]
         assert "audit" not in status
         assert all(c["type"] != "Audited" for c in status["conditions"])
-        with psycopg.connect(scene.dsn) as conn:
-            assert conn.execute("SELECT count(*) FROM eo.audited").fetchone() == (0,)
+    with psycopg.connect(scene.dsn) as conn:  # markers are no longer held for it
+        assert conn.execute("SELECT count(*) FROM eo.audited").fetchone() == (0,)
     assert _metric(scene, "eo_audit_last_batch") is None
     assert _metric(scene, "eo_audit_batches_total") is None
