@@ -184,3 +184,21 @@ def test_switching_the_audit_off_or_deleting_the_pipeline_drops_its_series(
         assert conn.execute("SELECT count(*) FROM eo.audited").fetchone() == (0,)
     assert _metric(scene, "eo_audit_last_batch") is None
     assert _metric(scene, "eo_audit_batches_total") is None
+
+
+@pytest.mark.parametrize(
+    ("audit", "refusal"),
+    [
+        ({"appendOnly": ["nosuch"]}, "audit.appendOnly may name only sinks of this pipeline"),
+        ({"batchColumns": {"ledger": "batch_id"}}, "must also be in audit.appendOnly"),
+        ({"intervalSeconds": 5}, "spec.audit.intervalSeconds"),
+        ({"maxBatchesPerPass": 0}, "spec.audit.maxBatchesPerPass"),
+    ],
+)
+def test_the_api_server_refuses_an_audit_that_cannot_work_naming_the_field(
+    reconcile_scene: Scene, audit: dict[str, Any], refusal: str
+) -> None:
+    scene = reconcile_scene
+    with pytest.raises(RuntimeError) as refused:
+        scene.apply(audit=audit)
+    assert refusal in str(refused.value)
