@@ -141,6 +141,23 @@ def test_a_deleted_marker_turns_audited_false_naming_batch_and_check_until_ackno
     assert _metric(scene, "eo_audit_violation_latched", check="participants") == 0
 
 
+def test_a_row_inserted_twice_turns_audited_false_with_the_count_check(
+    reconcile_scene: Scene,
+) -> None:
+    scene = reconcile_scene
+    clock = _start(scene, range(5))
+    _drive(scene, range(5, 8))
+    audit_harness.sql(
+        scene.dsn, "INSERT INTO public.ledger SELECT * FROM public.ledger WHERE id = 6000"
+    )
+    status = _pass(scene, clock)
+    audited = _audited(status)
+    assert audited["status"] == "False"
+    assert status["audit"]["violation"]["check"] == "table-count"
+    assert "table-count failed" in audited["message"]
+    assert _metric(scene, "eo_audit_violations_total", check="table-count") == 1
+
+
 def test_passes_are_bounded_and_resume_from_the_saved_position(reconcile_scene: Scene) -> None:
     scene = reconcile_scene
     clock = _start(scene, range(10), maxBatchesPerPass=4)
