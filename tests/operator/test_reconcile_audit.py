@@ -72,6 +72,14 @@ def _pass(scene: Scene, clock: Clock) -> dict[str, Any]:
     return dict(scene.get()["status"])
 
 
+def _damaged(scene: Scene, damage: str) -> tuple[Clock, dict[str, Any]]:
+    """Batches 0..4 audited clean, 5..9 decided, ``damage`` done, then one pass: its status."""
+    clock = _start(scene, range(5))
+    _drive(scene, range(5, 10))
+    audit_harness.sql(scene.dsn, damage)
+    return clock, _pass(scene, clock)
+
+
 def _audited(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == "Audited")
 
@@ -114,10 +122,9 @@ def test_a_deleted_marker_turns_audited_false_naming_batch_and_check_until_ackno
     reconcile_scene: Scene,
 ) -> None:
     scene = reconcile_scene
-    clock = _start(scene, range(5))
-    _drive(scene, range(5, 10))
-    audit_harness.sql(scene.dsn, "DELETE FROM eo.markers WHERE batch_id = 7 AND gid LIKE 'eo1:%'")
-    status = _pass(scene, clock)
+    clock, status = _damaged(
+        scene, "DELETE FROM eo.markers WHERE batch_id = 7 AND gid LIKE 'eo1:%'"
+    )
     audited = _audited(status)
     assert (audited["status"], audited["reason"]) == ("False", "Violation")
     assert audited["message"].startswith("batch 7: participants failed")
@@ -145,12 +152,9 @@ def test_a_row_inserted_twice_turns_audited_false_with_the_count_check(
     reconcile_scene: Scene,
 ) -> None:
     scene = reconcile_scene
-    clock = _start(scene, range(5))
-    _drive(scene, range(5, 8))
-    audit_harness.sql(
-        scene.dsn, "INSERT INTO public.ledger SELECT * FROM public.ledger WHERE id = 6000"
+    _clock, status = _damaged(
+        scene, "INSERT INTO public.ledger SELECT * FROM public.ledger WHERE id = 6000"
     )
-    status = _pass(scene, clock)
     audited = _audited(status)
     assert audited["status"] == "False"
     assert status["audit"]["violation"]["check"] == "table-count"
