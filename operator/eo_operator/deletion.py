@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.control import ForeignFenceOwnerError
 from eo_jobs.protocol.errors import FenceRegressionError
+from eo_jobs.protocol.retention import forget_audited
 from eo_jobs.sinks.postgres.credentials import env_var_for
 from eo_jobs.spec.models import EPOCH_ANNOTATION, Pipeline
 from eo_operator.blockers import classify, safe_message
@@ -151,6 +152,8 @@ def _fence_and_resolve(kube: Kube, obj: dict[str, Any], sinks: PipelineSinks, ep
         # Let go: an object re-created under this name (a new UID), or the pipeline's object
         # in another cluster, takes the fence above this epoch without a hand-over.
         control.release_fence(key, owner)
+        # Nor does its audit position hold markers back any more (protocol/retention.py).
+        control.run(lambda conn: forget_audited(conn, key))
         summary = (
             f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
             f"{len(report.rolled_back)} rolled back, {report.left} left; fence released"

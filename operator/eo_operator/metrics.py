@@ -33,6 +33,8 @@ from prometheus_client import (
 )
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from eo_operator.audit_metrics import AuditMetrics
+
 Phase = Literal[
     "Pending",
     "Starting",
@@ -338,6 +340,8 @@ class PipelineMetrics:
         )
         registry.register(self._since_last_commit)
         registry.register(self._since_last_progress)
+        self.audit = AuditMetrics(registry)
+        """The continuous audit's series (``eo_audit_*``)."""
         self._per_pipeline: tuple[Gauge | Counter | Histogram, ...] = (
             self._info, self._epoch, self._restarts, self._phase, self._driver_up,
             self._last_batch_id, self._last_commit_timestamp, self._checkpoint_duration,
@@ -495,6 +499,7 @@ class PipelineMetrics:
                 metric.remove_by_labels({"namespace": namespace, "pipeline": pipeline})
             self._since_last_commit.forget(namespace, pipeline)
             self._since_last_progress.forget(namespace, pipeline)
+        self.audit.forget(namespace, pipeline)
 
     @contextmanager
     def reconcile_timer(self, handler: Handler) -> Iterator[None]:

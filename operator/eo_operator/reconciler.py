@@ -24,6 +24,7 @@ from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.checks import credential_refs, executor_input_problem
 from eo_jobs.spec.models import Pipeline
 from eo_jobs.spec.pod_template import ASSIGNED_UID_ENV
+from eo_operator.auditing import ContinuousAudit
 from eo_operator.blockers import FENCE, SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
 from eo_operator.disruption import disruption
@@ -133,6 +134,13 @@ class Settings:
     doubt at its last health pass. Nothing writes to its sinks, and its sweep finds nothing,
     so the sink queries of 1,000 idle pipelines stay small; it still runs, for a zombie on a
     lost node (force-deleted, so no pod left) whose late prepare must be swept."""
+    audit_interval: float = field(
+        default_factory=lambda: env_seconds(
+            "EO_AUDIT_INTERVAL_SECONDS", 300, 10, "auditIntervalSeconds"
+        )
+    )
+    """Seconds between two audit passes of a running pipeline whose ``spec.audit`` names no
+    interval of its own."""
 
 
 def parse(obj: dict[str, Any]) -> tuple[Pipeline | None, str | None]:
@@ -283,6 +291,7 @@ class Reconciler:
         self._node_list_forbidden = False
         self._in_doubt: dict[tuple[str, str], int] = {}
         """In-doubt transactions each pipeline had at its last health pass."""
+        self.audits = ContinuousAudit(kube, metrics.audit, settings.audit_interval)
 
     def reconcile(self, namespace: str, name: str) -> float:
         """One pass; returns seconds until the next one.
@@ -710,7 +719,15 @@ class Reconciler:
         finally:
             sinks.close()
         self._in_doubt[key] = health.in_doubt
-        self._publish(obj, pipeline, memory, driver, health, fresh)
+        obj = self._publish(obj, pipeline, memory, driver, health, fresh)
+        try:
+            self.audits.run(obj, pipeline, sinks.bound.dsns, sinks.bound.control)
+        except Conflict:
+            raise
+        except Exception:  # the databases just answered: report, retry on the next interval
+            log.exception("%s: audit pass failed", pipeline.key)
+        finally:
+            sinks.bound.control.close()
 
     def _publish(
         self,
@@ -720,7 +737,8 @@ class Reconciler:
         driver: DriverPod | None,
         health: Health,
         fresh: Fresh,
-    ) -> None:
+    ) -> dict[str, Any]:
+        """Status and metrics of one health pass; returns the object as written."""
         key = (pipeline.metadata.namespace, pipeline.metadata.name)
         spec = pipeline.spec
         status: dict[str, Any] = {
@@ -753,7 +771,7 @@ class Reconciler:
         )
         status["conditions"] = conds
         if not _unchanged(obj, status):
-            self.kube.patch_status(obj, status)
+            obj = self.kube.patch_status(obj, status) or obj
         tally = self._tallies[key]
         self.metrics.observe_health(
             *key,
@@ -781,6 +799,7 @@ class Reconciler:
                 sinks=health.prepared_by_sink,
             ),
         )
+        return obj
 
     def finalize(self, namespace: str, name: str) -> str:
         """Deletion: stop the driver, then fence and resolve everything. Returns a summary."""

@@ -42,7 +42,7 @@ DRIVER_POD_SELECTOR = f"{MANAGED_BY}=eo,{COMPONENT}=driver"
 labels, the chart's pods ``managed-by: Helm``; a pod template cannot replace eo's labels): the
 operator lists and watches only the pods that match (``main.configure``)."""
 
-OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy"})
+OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy", "audit"})
 """Spec fields (attribute names of ``PipelineSpec``) the driver never reads, left out of
 ``spec_hash`` so that editing them never restarts it: ``suspend`` stops the driver by a rule of
 its own; ``alerts`` are thresholds the operator exports as metrics; ``restartPolicy`` governs
@@ -143,12 +143,19 @@ def _labels(pipeline: Pipeline) -> dict[str, str]:
 
 
 def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
-    """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``)."""
+    """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``).
+
+    Without ``spec.audit``, which only the operator reads: a driver pinned to an older job
+    image (``spec.driver.image``), whose spec model does not know the field, would refuse the
+    whole spec as having an unknown field.
+    """
     document = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": pipeline.metadata.name, "namespace": pipeline.metadata.namespace},
-        "spec": pipeline.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "spec": pipeline.spec.model_dump(
+            mode="json", by_alias=True, exclude_none=True, exclude={"audit"}
+        ),
     }
     return {
         "apiVersion": "v1",

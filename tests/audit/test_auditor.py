@@ -10,7 +10,7 @@ import time
 import pytest
 
 from eo_jobs.audit import AuditResult, Check, Position, Status, audit, participants
-from eo_jobs.protocol import xa
+from eo_jobs.protocol import retention, xa
 from eo_jobs.protocol.coordinator import Prepared
 from eo_jobs.protocol.gid import pipeline_token, query_token
 from tests.audit import harness as h
@@ -220,7 +220,7 @@ def test_markers_pruned_past_the_position_make_the_checks_say_so(
     h.drive(pg_dsn, range(6))
     first = audit(h.target(pg_dsn), max_batches=2)
     assert first.end.batches == {h.harness_token(): 1}
-    monkeypatch.setattr(xa, "MARKER_RETENTION_BATCHES", 2)
+    monkeypatch.setattr(retention, "MARKER_RETENTION_BATCHES", 2)
     monkeypatch.setattr(xa, "MARKER_RETENTION_SECONDS", 0.0)
     monkeypatch.setattr(participants, "PRUNABLE_AFTER_SECONDS", -1.0)  # as if a day had passed
     time.sleep(0.01)

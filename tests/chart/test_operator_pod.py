@@ -179,3 +179,16 @@ def test_the_pass_and_deletion_timings_are_values_the_operator_gets(
         _pod(f"operator.extraEnv[0].name={variable}", "operator.extraEnv[0].value=x")
     with pytest.raises(helm_python.HelmValuesError):
         _pod(f"operator.{value}={bad}")
+
+
+def test_the_default_audit_interval_is_a_value_the_operator_gets_within_its_bounds() -> None:
+    assert _env(_pod())["EO_AUDIT_INTERVAL_SECONDS"]["value"] == "300"
+    assert _env(_pod("operator.auditIntervalSeconds=60"))["EO_AUDIT_INTERVAL_SECONDS"] == {
+        "name": "EO_AUDIT_INTERVAL_SECONDS",
+        "value": "60",
+    }
+    for bad in ("5", "100000"):  # a busy loop; longer than markers are kept
+        with pytest.raises(helm_python.HelmValuesError):
+            _pod(f"operator.auditIntervalSeconds={bad}")
+    with pytest.raises(helm_python.HelmRenderError, match="EO_AUDIT_INTERVAL_SECONDS"):
+        _pod("operator.extraEnv[0].name=EO_AUDIT_INTERVAL_SECONDS", "operator.extraEnv[0].value=x")

@@ -36,6 +36,9 @@ EXPECTED_ALERTS = {
     "EoDriverCrashLooping",
     "EoDriverNotStarting",
     "EoPipelineFailed",
+    "EoAuditViolation",
+    "EoAuditStale",
+    "EoAuditFallingBehind",
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from eo_jobs.audit import AuditResult, Position
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.spec.loading import load_pipeline
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, SinkHealth
@@ -110,6 +111,15 @@ def _exported_labels() -> dict[str, dict[str, str]]:
         ),
     )
     operator.record_recovery(namespace, name, 1.0)
+    operator.audit.observe(
+        namespace,
+        name,
+        AuditResult(pipeline.key, Position(), Position({"q": 1}), 2, {"q": 3}, (), ()),
+        last_batch=1,
+        at=1.0,
+        interval=300,
+        latched=None,
+    )
     DriverMetrics(pipeline.key, registry=registry).batch(1, 1.0, 0.1, {"ledger": 5})
     exported: dict[str, dict[str, str]] = {}
     for family in registry.collect():
@@ -189,6 +199,10 @@ def test_the_dashboard_shows_every_headline_signal() -> None:
         r"eo_pipeline_in_doubt_oldest_age_seconds",
         r"eo_pipeline_epoch",
         r"eo_pipeline_restarts_total",
+        r"eo_audit_violations_total",
+        r"eo_audit_violation_latched",
+        r"eo_audit_lag_batches",
+        r"eo_audit_last_pass_timestamp_seconds",
     ]
     missing = [pattern for pattern in required if not re.search(pattern, expressions)]
     assert not missing

@@ -44,6 +44,13 @@ def test_an_applied_pipeline_launches_a_driver_and_commits_every_record(scene: S
     assert "Running" in table
     assert "Recovered" in scene.events() and "Launched" in scene.events()
     assert scene.status()["epoch"] == _epoch(scene) == 1
+    scene.until(
+        "the operator's audit finds no violation",
+        lambda: any(
+            c["type"] == "Audited" and c["status"] == "True"
+            for c in scene.status().get("conditions", [])
+        ),
+    )
 
 
 def test_a_killed_driver_is_fenced_recovered_and_relaunched_with_a_higher_epoch(

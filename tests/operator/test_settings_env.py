@@ -15,7 +15,9 @@ def test_the_chart_values_reach_the_settings(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("EO_IDLE_HEALTH_INTERVAL_SECONDS", "0")
     monkeypatch.setenv("EO_DELETE_SINK_TIMEOUT_SECONDS", "45")
     monkeypatch.setenv("EO_NODE_LOST_GRACE_SECONDS", "12")
+    monkeypatch.setenv("EO_AUDIT_INTERVAL_SECONDS", "60")
     settings = Settings()
+    assert settings.audit_interval == 60
     assert (settings.max_requeue, settings.idle_health_interval) == (7.5, 0)
     assert (settings.delete_sink_timeout, settings.node_lost_grace_seconds) == (45, 12)
 
@@ -35,6 +37,7 @@ def test_unset_or_empty_variables_keep_the_defaults(monkeypatch: pytest.MonkeyPa
         ("EO_IDLE_HEALTH_INTERVAL_SECONDS", "-1", "operator.idleHealthIntervalSeconds"),
         ("EO_DELETE_SINK_TIMEOUT_SECONDS", "nan", "operator.deleteSinkTimeoutSeconds"),
         ("EO_NODE_LOST_GRACE_SECONDS", "soon", "operator.nodeLostGraceSeconds"),
+        ("EO_AUDIT_INTERVAL_SECONDS", "5", "operator.auditIntervalSeconds"),
     ],
 )
 def test_a_bad_value_stops_the_operator_naming_the_variable_and_the_chart_value(

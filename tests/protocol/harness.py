@@ -70,9 +70,9 @@ def writer(dsn: str, mode: str = "append") -> PostgresWriter:
     )
 
 
-def coordinator(dsn: str, epoch: int) -> Coordinator:
+def coordinator(dsn: str, epoch: int, pipeline: str = PIPELINE) -> Coordinator:
     """A coordinator whose control tables and sink live in the same database."""
-    return Coordinator(PIPELINE, epoch, ControlStore(dsn), {SINK: PreparedTransactions(dsn)})
+    return Coordinator(pipeline, epoch, ControlStore(dsn), {SINK: PreparedTransactions(dsn)})
 
 
 def prepare_task(
@@ -87,7 +87,7 @@ def prepare_task(
     """One writer task: its share of the batch, prepared under its gid."""
     gid = coord.gid(QUERY, SINK, batch_id, task, attempt)
     share = [r for r in rows if r[0] % TASKS == task]
-    count = writer(dsn, mode).write(share, gid=gid, pipeline=PIPELINE, batch_id=batch_id)
+    count = writer(dsn, mode).write(share, gid=gid, pipeline=coord.pipeline, batch_id=batch_id)
     return Prepared(SINK, gid, count)
 
 

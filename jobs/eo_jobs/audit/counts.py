@@ -63,7 +63,8 @@ def check_count(
                 subject,
                 Status.NOT_RUN,
                 "the table is not declared append-only with eo as its only writer (declare it "
-                "with --append-only SINK or SinkTarget.append_only), so its count proves nothing",
+                "in spec.audit.appendOnly, or with eo audit --append-only SINK), so its count "
+                "proves nothing",
             ),
             [],
             None,

@@ -24,6 +24,7 @@ from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, query_token, sink_token
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
 from eo_jobs.protocol.registry import label
+from eo_jobs.protocol.retention import audited_batch
 from eo_jobs.protocol.xa import PreparedTransactions
 
 log = logging.getLogger("eo.coordinator")
@@ -274,9 +275,21 @@ class Coordinator:
         self._mark_committed(decided.query_id, decided.batch_id, commit_ms)
         if decided.batch_id % MARKER_PRUNE_EVERY != 0:
             return
+        token = query_token(decided.query_id)
+        try:
+            audited = self.control.run(lambda conn: audited_batch(conn, self.pipeline, token))
+        except Exception as exc:
+            log.warning(
+                "batch %s is committed; markers are not pruned this time, since how far the "
+                "audit got cannot be read (a later prune tries again): %s: %s",
+                decided.batch_id,
+                type(exc).__name__,
+                exc,
+            )
+            return
         for store in distinct(self.stores):
             try:
-                store.prune_markers(self.pipeline, decided.batch_id)
+                store.prune_markers(self.pipeline, decided.batch_id, audited)
             except Exception as exc:
                 log.warning(
                     "batch %s is committed, but pruning old markers in %s failed (a later "

@@ -20,9 +20,10 @@ import psycopg
 from psycopg import errors, sql
 
 from eo_jobs.protocol.connection import LazyConnection
-from eo_jobs.protocol.control import MARKER_RETENTION_BATCHES, ensure_schema
+from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.errors import InvariantViolationError, LostParticipantError
 from eo_jobs.protocol.gid import Gid, pipeline_token
+from eo_jobs.protocol.retention import prune_below
 
 BUSY_RETRY_SECONDS = 30.0
 MARKER_RETENTION_SECONDS = 24 * 3600.0
@@ -180,11 +181,13 @@ class PreparedTransactions(LazyConnection):
             )
         return Outcome.ALREADY_ROLLED_BACK
 
-    def prune_markers(self, pipeline: str, below_batch: int) -> int:
+    def prune_markers(self, pipeline: str, below_batch: int, audited: int | None = None) -> int:
         """Delete markers of batches well behind ``below_batch`` and old (bounded growth).
 
         A marker goes once it is both ``MARKER_RETENTION_BATCHES`` behind and
-        ``MARKER_RETENTION_SECONDS`` old. The highest batch pruned is kept as the database's
+        ``MARKER_RETENTION_SECONDS`` old, and, when the operator's audit recorded a position
+        (``audited``, that query's last audited batch), once the audit is past it, within the
+        bounds of ``retention.prune_below``. The highest batch pruned is kept as the database's
         prune horizon of its streaming query (a row of its own, ``horizon_gid``), so that
         ``commit`` of a participant whose marker was pruned is told apart from one rolled back
         against the decision log.
@@ -204,7 +207,7 @@ class PreparedTransactions(LazyConnection):
                        GROUP BY 1""",
                     (
                         pipeline,
-                        below_batch - MARKER_RETENTION_BATCHES,
+                        prune_below(below_batch, audited),
                         PRUNED_PREFIX,
                         MARKER_RETENTION_SECONDS,
                     ),

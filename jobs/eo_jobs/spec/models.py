@@ -625,6 +625,47 @@ class Alerts(Model):
     """The no-commit alert fires after max(2 x trigger interval, this many seconds)."""
 
 
+class Audit(Model):
+    """The operator's continuous audit of this pipeline's exactly-once evidence (docs/audit.md).
+
+    Only the operator reads it: editing it never restarts the driver.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "!has(self.batchColumns) || self.batchColumns.all(s, "
+                "has(self.appendOnly) && s in self.appendOnly)",
+                "a sink in audit.batchColumns must also be in audit.appendOnly (rows per batch "
+                "can only be counted in a table eo alone appends to)",
+                ".batchColumns",
+            ),
+        )
+    )
+
+    enabled: bool = True
+    """false stops auditing this pipeline (its Audited condition and eo_audit_* metrics go)."""
+    interval_seconds: Annotated[int, Field(ge=10, le=86400)] | None = None
+    """Seconds between two audit passes; unset: the operator's default (the chart value
+    operator.auditIntervalSeconds, 300). Markers are kept a day, so an interval above that
+    would let the audit miss participants."""
+    max_batches_per_pass: Annotated[int, Field(ge=1, le=100000)] = 5000
+    """Decided batches one pass reads at most (per streaming query): a pass costs about 0.5 ms
+    per batch, so this bounds it however far behind the audit is; the rest waits for the next
+    pass."""
+    append_only: Annotated[
+        list[Annotated[str, StringConstraints(min_length=1)]], Field(max_length=8)
+    ] = Field(default_factory=list)
+    """Sinks whose table only this pipeline writes, and only appends to: their row count is
+    checked against the decisions (the table-count check; not run otherwise, since eo cannot
+    see other writers). Upsert sinks cannot be listed."""
+    batch_columns: Annotated[dict[str, ColumnName], Field(max_length=8)] = Field(
+        default_factory=dict
+    )
+    """Sink name -> a column holding each row's batch id: rows per batch are checked, and a
+    count difference names its batch (the batch-column check). The sink must be appendOnly."""
+
+
 class PipelineSpec(Model):
     """Desired state of an ExactlyOncePipeline."""
 
@@ -639,6 +680,12 @@ class PipelineSpec(Model):
                 "self.guarantee != 'idempotent' || self.sinks.all(s, s.postgres.mode == 'upsert')",
                 "guarantee idempotent needs mode upsert on every sink",
                 ".sinks",
+            ),
+            (
+                "!has(self.audit) || !has(self.audit.appendOnly)"
+                " || self.audit.appendOnly.all(n, self.sinks.exists(s, s.name == n))",
+                "audit.appendOnly may name only sinks of this pipeline",
+                ".audit.appendOnly",
             ),
             (
                 "has(self.control) == has(oldSelf.control)"
@@ -698,6 +745,8 @@ class PipelineSpec(Model):
     """Relaunch behaviour after failures."""
     alerts: Alerts = Field(default_factory=Alerts)
     """Alert thresholds."""
+    audit: Audit = Field(default_factory=Audit)
+    """The operator's continuous audit (interval, cost bound, what it may assume per sink)."""
     suspend: bool = False
     """true stops the driver at a batch boundary and resolves in-doubt transactions."""
     restart_nonce: Annotated[int, Field(ge=0)] = 0
@@ -721,6 +770,30 @@ class PipelineSpec(Model):
             if refused:
                 path, reason = refused[0]
                 raise FieldError(path, reason)
+        return self
+
+    @model_validator(mode="after")
+    def _audit_names_sinks(self) -> PipelineSpec:
+        sinks = {s.name: s for s in self.sinks}
+        for i, name in enumerate(self.audit.append_only):
+            if name not in sinks:
+                raise FieldError(
+                    f"audit.appendOnly[{i}]",
+                    f"{name!r} is not a sink of this pipeline (sinks: {', '.join(sinks)})",
+                )
+            if sinks[name].postgres.mode == "upsert":
+                raise FieldError(
+                    f"audit.appendOnly[{i}]",
+                    f"sink {name} upserts, so its row count moves by new "
+                    "keys only; remove it from audit.appendOnly",
+                )
+        for name in self.audit.batch_columns:
+            if name not in self.audit.append_only:
+                raise FieldError(
+                    f"audit.batchColumns.{name}",
+                    f"list {name!r} in audit.appendOnly too (rows per "
+                    "batch are counted only in a table eo alone appends to)",
+                )
         return self
 
     @model_validator(mode="after")
@@ -757,7 +830,7 @@ class Condition(Model):
     """A Kubernetes-style condition."""
 
     type: str
-    """Ready, Progressing, Stalled, SinkContract or SpecValid."""
+    """Ready, Progressing, Stalled, SinkContract, SpecValid or Audited."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str = ""
@@ -783,6 +856,54 @@ class LastFailure(Model):
     waiting message of a driver that never started."""
     time: str | None = None
     """When the operator recorded the failure (RFC 3339)."""
+
+
+class AuditPosition(Model):
+    """Where the next audit pass starts (``eo_jobs.audit.Position``)."""
+
+    batches: dict[str, int] = Field(default_factory=dict)
+    """Streaming query (gid token) -> last audited batch."""
+    table_rows: dict[str, int] = Field(default_factory=dict)
+    """Sink -> table rows the audited batches account for (the count check's baseline)."""
+
+
+class AuditViolation(Model):
+    """The first violation the audit found, kept until acknowledged (annotation
+    ``eo.dev/audit-acknowledged`` set to a time after ``detectedAt``)."""
+
+    check: str
+    """The check that failed (docs/audit.md)."""
+    batch: int | None = None
+    """The batch it concerns."""
+    query: str | None = None
+    """The streaming query id."""
+    evidence: str = ""
+    """What the audit saw."""
+    detected_at: str
+    """When the pass that found it ran (RFC 3339)."""
+
+
+class AuditStatus(Model):
+    """What the operator's continuous audit has checked so far."""
+
+    position: AuditPosition | None = None
+    """Where the next pass starts."""
+    last_audited_batch: int | None = None
+    """Highest batch every check is final for."""
+    last_pass_time: str | None = None
+    """When the last pass ran (RFC 3339)."""
+    batches_audited: int = 0
+    """Decided batches audited since the audit was switched on."""
+    batches_last_pass: int = 0
+    """Decided batches the last pass looked at."""
+    lag_batches: int | None = None
+    """Decided batches beyond the position (the audit lag)."""
+    checks_run: list[str] = Field(default_factory=list)
+    """Checks the last pass fully ran."""
+    not_run: list[str] = Field(default_factory=list)
+    """Checks the last pass could not run, or ran in part, each with the reason."""
+    violation: AuditViolation | None = None
+    """The first violation found and not yet acknowledged."""
 
 
 class PipelineStatus(Model):
@@ -837,8 +958,10 @@ class PipelineStatus(Model):
     """Generation that failed permanently; any spec change retries."""
     observed_generation: int | None = None
     """metadata.generation of the spec this status reflects."""
+    audit: AuditStatus | None = None
+    """The continuous audit's position and last result (spec.audit)."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Ready, Progressing, Stalled, SinkContract, SpecValid."""
+    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited."""
 
 
 class ObjectMeta(BaseModel):
