@@ -268,7 +268,6 @@ def pipeline_yaml(scene: Scene, **overrides: Any) -> str:
     return json.dumps(doc)
 
 
-@contextlib.contextmanager
 def wait_crd_established(cluster: KubeCluster, timeout: float = 60) -> None:
     """Until the CRD says Established. Not ``kubectl wait``: on a CRD created a moment ago (a
     module before deleted it) its status has no conditions yet, and ``kubectl wait`` fails at
@@ -286,6 +285,7 @@ def wait_crd_established(cluster: KubeCluster, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
+@contextlib.contextmanager
 def installed_operator(
     cluster: KubeCluster, log_dir: Path, *, chart_values: tuple[str, ...] = (), **env: str
 ) -> Iterator[Operator]:
