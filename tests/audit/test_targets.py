@@ -38,5 +38,5 @@ def test_the_spec_gives_sinks_tables_checkpoint_and_dead_letters(tmp_path: Path)
     assert target.checkpoint == "/ckpt" and target.dead_letters_dsn() == "dbname=a"
     sources = report_sources_for(pipeline, dsns, "dbname=c")
     assert sources.dead_letters == ("dbname=a", "public.ledger_dead_letter")
-    with pytest.raises(NotAppendOnlyError, match="accounts upserts"):
+    with pytest.raises(NotAppendOnlyError, match="accounts is mode upsert"):
         target_for(pipeline, dsns, "dbname=c", append_only=["accounts"])

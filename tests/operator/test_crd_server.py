@@ -23,6 +23,8 @@ INVALID = {
     "kafka-literal-jaas.yaml": "spec.source.kafka.options",
     "kafka-fail-on-data-loss.yaml": "spec.source.kafka.options",
     "files-drop-malformed.yaml": "spec.source.files.options",
+    "accumulate-at-least-once.yaml": "spec.sinks",
+    "accumulate-without-add-columns.yaml": "spec.sinks[0].postgres.addColumns",
 }
 
 
@@ -43,10 +45,9 @@ def test_the_example_is_accepted_and_listed_with_its_printer_columns(
     assert "schema.table" in explained.stdout
 
 
-def test_the_kafka_example_with_secret_options_is_accepted(
-    crd_installed: KubeCluster, repo_root: Path
-) -> None:
-    example = str(repo_root / "examples" / "orders-kafka-sasl.yaml")
+@pytest.mark.parametrize("name", ["orders-kafka-sasl.yaml", "orders-totals.yaml"])
+def test_an_example_is_accepted(crd_installed: KubeCluster, repo_root: Path, name: str) -> None:
+    example = str(repo_root / "examples" / name)
     crd_installed.kubectl("apply", "-f", example)
     crd_installed.kubectl("delete", "-f", example, "--wait=false")
 

@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import replace
+from decimal import Context, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -222,7 +223,7 @@ def test_a_column_without_a_binary_form_leaves_the_batch_to_the_python_writer(
     spark: SparkSession, pg_dsn: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.money (id bigint, amount numeric(12, 2))")
+        conn.execute("CREATE TABLE public.money (id bigint, amount text)")
     writer = PostgresWriter(dsn=pg_dsn, table="public.money", columns=("id", "amount"))
     frame = spark.sql("SELECT CAST(1 AS BIGINT) AS id, CAST(2.50 AS DECIMAL(12, 2)) AS amount")
 
@@ -230,8 +231,70 @@ def test_a_column_without_a_binary_form_leaves_the_batch_to_the_python_writer(
 
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(e["event"], e["path"]) for e in events] == [("writer", "python")]
-    assert "amount" in events[0]["reason"] and "decimal(12,2)" in events[0]["reason"]
+    assert "amount" in events[0]["reason"] and "decimal(12,2) into text" in events[0]["reason"]
     assert _rows(pg_dsn, "SELECT count(*) FROM money") == [(0,)]
+
+
+TWELVE = Decimal("1e-12")
+WIDE = Context(prec=50)
+NUMERICS = (
+    "0",
+    "0.00",
+    "-0.01",
+    "1.5",
+    "10000",
+    "99990000",
+    "123456789.0001",
+    "-1000000000000.5000",
+    "99999999999999999999999999.999999999999",
+    "-0.000000000001",
+    "0.000100000000",
+)
+
+
+def test_decimals_land_in_numeric_digit_for_digit_as_the_python_writer_stores_them(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    """Base-10000 digit groups, weights below and above the point, trailing zeros kept by the
+    display scale; a refused row's JSON carries the value read back from its binary form."""
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE public.amounts (n bigint, wide numeric, cents numeric(14, 2) "
+            "CHECK (cents <> 0.25))"
+        )
+        conn.execute("CREATE TABLE public.amounts_py (n bigint, wide numeric, cents numeric)")
+        conn.execute(DEAD_DDL)
+    columns = ("n", "wide", "cents")
+    values = ", ".join(
+        f"({i}, CAST('{v}' AS DECIMAL(38, 12)), CAST({i} * 0.25 - 1 AS DECIMAL(14, 2)))"
+        for i, v in enumerate(NUMERICS)
+    )
+    frame = spark.sql(
+        f"SELECT CAST(n AS BIGINT) n, wide, cents FROM VALUES {values} AS t(n, wide, cents)"
+    ).coalesce(1)
+
+    def writer(table: str) -> PostgresWriter:
+        return PostgresWriter(dsn=pg_dsn, table=f"public.{table}", columns=columns)
+
+    jvm = _jvm(writer("amounts"))
+    results = jvm.run(frame, _refusing(jvm.writer), list(columns))
+    ArrowWriteJob(arrow_task_writer(_task(writer("amounts_py"), two_phase=False))).run(
+        frame, columns, 5
+    )
+
+    assert results is not None and [(r[2], r[3]) for r in results] == [(len(NUMERICS) - 1, 1)]
+    query = "SELECT n, wide::text, cents::text FROM {} WHERE n <> 5 ORDER BY n"
+    stored = _rows(pg_dsn, query.format("amounts"))
+    expected = [
+        (i, format(Decimal(v).quantize(TWELVE, context=WIDE), "f"), f"{i * 0.25 - 1:.2f}")
+        for i, v in enumerate(NUMERICS)
+        if i != 5  # 5 * 0.25 - 1 = 0.25: refused by the CHECK
+    ]
+    assert stored == expected
+    assert _rows(pg_dsn, query.format("amounts_py")) == expected
+    assert _rows(pg_dsn, "SELECT raw FROM dead") == [
+        ('{"n": 5, "wide": 99990000.000000000000, "cents": 0.25}',)
+    ]
 
 
 def test_a_target_column_changed_after_the_driver_read_its_type_fails_the_task_naming_it(
@@ -315,6 +378,53 @@ def test_an_upsert_ends_as_the_python_writer_s_and_counts_the_rows_it_merged(
     # Keys merged: 1-4; then 2, 3 and 5 (1 and 4 kept by the version guard are not counted).
     assert merged == [4, 3]
     assert _rows(pg_dsn, "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'stage%'") == [(0,)]
+
+
+def test_accumulate_adds_as_the_python_writer_does_and_counts_the_keys_it_wrote(
+    spark: SparkSession, pg_dsn: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for table in ("sums", "sums_py"):
+            conn.execute(
+                f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, cents numeric(20,0), "
+                "n bigint)"
+            )
+            conn.execute(f"INSERT INTO public.{table} VALUES (4, 39, 1), (6, NULL, 2)")
+        ensure_schema(conn)  # the staging tables live in schema eo
+    columns = ("id", "cents", "n")
+
+    def accumulate(table: str) -> PostgresWriter:
+        return PostgresWriter(
+            dsn=pg_dsn,
+            table=f"public.{table}",
+            columns=columns,
+            mode="accumulate",
+            key_columns=("id",),
+            add_columns=("cents", "n"),
+        )
+
+    jvm = _jvm(accumulate("sums"))
+    written = []
+    for values in ("(1, 10), (1, 11), (4, 1), (6, 5)", "(1, 9000000000000000000), (2, 2)"):
+        frame = spark.sql(
+            "SELECT CAST(id AS BIGINT) id, CAST(cents AS DECIMAL(20,0)) cents, CAST(1 AS BIGINT) n "
+            f"FROM VALUES {values} AS t(id, cents)"
+        ).coalesce(1)
+        results = jvm.run(frame, _task(jvm.writer, two_phase=False), list(columns))
+        assert results is not None
+        written.append(results[0][2])
+        python = accumulate("sums_py")
+        ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, columns, 5)
+
+    table = _rows(pg_dsn, "SELECT id, cents::text, n FROM sums ORDER BY id")
+    assert table == _rows(pg_dsn, "SELECT id, cents::text, n FROM sums_py ORDER BY id")
+    assert table == [
+        (1, "9000000000000000021", 3),
+        (2, "2", 1),
+        (4, "40", 2),
+        (6, "5", 3),  # a stored NULL counts as 0
+    ]
+    assert written == [3, 2]  # keys written, not rows
 
 
 def test_jvm_readiness_decides_before_anything_else() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import psycopg
 
 from eo_jobs.pgserver import temporary_server
@@ -65,3 +67,35 @@ def test_a_server_with_max_prepared_transactions_zero_is_refused() -> None:
         problems = check_contract(conn, "public.t")
     assert [p.code for p in problems] == ["max_prepared_transactions"]
     assert "max_prepared_transactions is 0" in problems[0].message
+
+
+def test_accumulate_needs_a_unique_key_and_exact_sum_columns(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.sums (k text, n bigint, v double precision)")
+        problems = check_contract(
+            conn,
+            "public.sums",
+            columns=["k", "n", "v"],
+            mode="accumulate",
+            key_columns=["k"],
+            add_columns=["n", "v"],
+        )
+    assert [p.code for p in problems] == ["no-unique-key", "inexact-sum"]
+    assert "accumulate needs a unique index on exactly (k)" in problems[0].message
+    assert "public.sums.v, of type double precision" in problems[1].message
+    assert "TYPE numeric" in problems[1].message
+
+
+def test_accumulate_needs_update_as_upsert_does(pg_dsn: str) -> None:
+    adder = f"adder_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.sums (k text PRIMARY KEY, n numeric)")
+        conn.execute(f"CREATE ROLE {adder} LOGIN")  # roles are the server's: a name of its own
+        conn.execute(f"GRANT INSERT ON public.sums TO {adder}")
+    dsn = psycopg.conninfo.make_conninfo(pg_dsn, user=adder)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        problems = check_contract(
+            conn, "public.sums", mode="accumulate", key_columns=["k"], add_columns=["n"]
+        )
+    fixes = [p.message.split("; ")[-1] for p in problems]
+    assert f"GRANT UPDATE ON public.sums TO {adder}" in fixes

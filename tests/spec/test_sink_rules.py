@@ -42,3 +42,61 @@ def test_validate_warns_that_upsert_order_is_undefined_without_a_version_column(
     out = validate("upsert.yaml")
     assert "warning: spec.sinks[0].postgres.versionColumn" in out and "undefined" in out
     assert "warning" not in validate("versioned.yaml", versionColumn="event_time")
+
+
+TOTALS = Path(__file__).resolve().parents[2] / "examples" / "orders-totals.yaml"
+
+
+def _totals(**changes: object) -> dict[str, object]:
+    document = yaml.safe_load(TOTALS.read_text())
+    document["spec"].update(changes)
+    return dict(document)
+
+
+def test_the_totals_example_gives_its_accumulate_sink_its_own_query() -> None:
+    spec = parse_pipeline(_totals()).spec
+    ledger, daily = spec.sinks
+    assert ledger.transform is None and ledger.postgres.mode == "append"
+    assert daily.transform is not None and "GROUP BY merchant" in daily.transform.sql
+    assert daily.postgres.add_columns == ["volume_cents", "payments"]
+
+
+def test_accumulate_is_refused_under_at_least_once_with_the_reason() -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_pipeline(_totals(guarantee="at-least-once"))
+    message = str(raised.value)
+    assert "spec.sinks[1].postgres.mode" in message
+    assert "would add its sums twice" in message and "set guarantee: exactly-once" in message
+
+
+@pytest.mark.parametrize(
+    ("postgres", "field", "words"),
+    [
+        ({"mode": "accumulate", "keyColumns": ["order_id"]}, "addColumns", "needs keyColumns"),
+        ({"mode": "accumulate", "addColumns": ["amount_cents"]}, "keyColumns", "and addColumns"),
+        ({"addColumns": ["amount_cents"]}, "addColumns", "only applies to mode accumulate"),
+        (
+            {"mode": "accumulate", "keyColumns": ["a"], "addColumns": ["a"]},
+            "addColumns",
+            "both a key column and an add column",
+        ),
+        (
+            {"mode": "accumulate", "keyColumns": ["a"], "addColumns": ["b"], "versionColumn": "v"},
+            "versionColumn",
+            "only applies to mode upsert",
+        ),
+    ],
+)
+def test_accumulate_settings_are_checked_naming_the_field(
+    postgres: dict[str, object], field: str, words: str
+) -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_pipeline(_document(**postgres))
+    assert f"spec.sinks[0].postgres.{field}" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_an_accumulate_sink_cannot_be_audited_as_append_only() -> None:
+    document = _totals(audit={"appendOnly": ["daily"]})
+    with pytest.raises(SpecError, match="sink daily is mode accumulate"):
+        parse_pipeline(document)

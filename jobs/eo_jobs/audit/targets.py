@@ -33,10 +33,10 @@ def target_for(
     """The audit target of ``pipeline``; ``checkpoint`` overrides the spec's location."""
     columns = batch_columns or {}
     for sink in pipeline.spec.sinks:
-        if sink.name in append_only and sink.postgres.mode == "upsert":
+        if sink.name in append_only and sink.postgres.mode != "append":
             raise NotAppendOnlyError(
-                f"sink {sink.name} upserts: its count moves by new keys only, so it cannot be "
-                "declared append-only"
+                f"sink {sink.name} is mode {sink.postgres.mode}: its count moves by new keys "
+                "only, so it cannot be declared append-only"
             )
     sinks = tuple(
         SinkTarget(

@@ -36,11 +36,12 @@ from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.phase_two import PhaseTwo
 from eo_jobs.runtime.poison import split_unstorable
 from eo_jobs.runtime.reread import ReadPolicy, Reread, is_malformed
+from eo_jobs.runtime.sink_query import SinkQuery
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
 from eo_jobs.sinks.postgres.writer import PostgresWriter, storable_text
-from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, PipelineSpec
+from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, PipelineSpec, SinkSpec
 
 log = logging.getLogger("eo.batch")
 
@@ -83,7 +84,9 @@ class ForeachBatch:
         self.ctx = ctx
         self.transform = TransformIsolation(ctx.spec.transform.sql if ctx.spec.transform else None)
         self.two_phase = ctx.spec.guarantee == Guarantee.EXACTLY_ONCE
-        self.one_pass = OnePass(self.transform.sql, self._upsert_keys())
+        self.queries = {s.name: q for s in ctx.spec.sinks if (q := SinkQuery.of(s)) is not None}
+        self.keys, self.adds = self._checked_columns()
+        self.one_pass = OnePass(self.transform.sql, self.keys, self.adds)
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
         self._jvm: dict[str, JvmWriter | None] = {}
         self.phase_two = PhaseTwo()
@@ -213,7 +216,7 @@ class ForeachBatch:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
         ctx = self.ctx
         # With a transform the one pass reads the input twice (rows and dead letters): cache it.
-        cached = self.transform.sql is not None
+        cached = self.transform.sql is not None or bool(self.queries)
         staged = df.persist() if cached else df
         try:
             try:
@@ -234,13 +237,24 @@ class ForeachBatch:
             if cached:  # a Py4J round trip on the batch's critical path otherwise
                 staged.unpersist()
 
-    def _upsert_keys(self) -> set[str]:
-        return {
-            k
-            for s in self.ctx.spec.sinks
-            if s.postgres.mode == "upsert"
-            for k in s.postgres.key_columns
-        }
+    def _checked_columns(self) -> tuple[set[str], frozenset[str]]:
+        """The key and add columns a pipeline output row may not hold NULL in: those of the
+        sinks that write the pipeline's output as is (a sink with its own query checks its
+        own rows, ``SinkQuery``)."""
+        plain = [s.postgres for s in self.ctx.spec.sinks if s.name not in self.queries]
+        keys = {k for p in plain if p.mode != "append" for k in p.key_columns}
+        return keys, frozenset(c for p in plain for c in p.add_columns)
+
+    def _letters_of(self, index: int, sink: SinkSpec) -> PostgresWriter | None:
+        """Who writes dead letters in this sink's tasks: the first sink the pipeline's, a sink
+        with its own query the rows of it that it cannot store (into the dead-letter table of
+        its own database); other sinks' tasks drop the dead-letter rows they see."""
+        ctx = self.ctx
+        if index == 0:
+            return ctx.dead_letters
+        if sink.name not in self.queries:
+            return None
+        return replace(ctx.dead_letters, dsn=ctx.writers[sink.name].dsn)
 
     def _one_pass(self, staged: DataFrame, query_id: str, batch_id: int) -> Written:
         """Every record in one Spark job per sink; the first sink's tasks write dead letters."""
@@ -248,8 +262,10 @@ class ForeachBatch:
         frame = self.one_pass.frame(staged)
         written = Written()
         for index, sink in enumerate(ctx.spec.sinks):
-            dead = ctx.dead_letters if index == 0 else None
-            for s, gid, count, dl in self._write_sink(frame, sink.name, query_id, batch_id, dead):
+            query = self.queries.get(sink.name)
+            rows = frame if query is None else query.frame(frame, carry_dead_letters=index == 0)
+            dead = self._letters_of(index, sink)
+            for s, gid, count, dl in self._write_sink(rows, sink.name, query_id, batch_id, dead):
                 written.prepared.append(Prepared(s, gid, count))
                 written.dead_letters += dl
         return written
@@ -265,16 +281,24 @@ class ForeachBatch:
             ]
             valid = with_ids.filter(F.col(ERROR).isNull()).drop(ERROR)
             out, failed = self.transform.run(valid)
-            storable, unstorable = split_unstorable(out, self._upsert_keys())
+            cached = [out]
+            storable, unstorable = split_unstorable(out, self.keys, self.adds)
             written = Written()
+            dead = poison + failed + unstorable
             for sink in ctx.spec.sinks:
-                for s, gid, count, dl in self._write_sink(storable, sink.name, query_id, batch_id):
+                rows = storable
+                query = self.queries.get(sink.name)
+                if query is not None:
+                    rows, letters, made = query.isolate(storable)
+                    cached.append(made)
+                    dead += letters
+                for s, gid, count, dl in self._write_sink(rows, sink.name, query_id, batch_id):
                     written.prepared.append(Prepared(s, gid, count))
                     written.dead_letters += dl  # records the table refused
-            dead = poison + failed + unstorable
             written.prepared.append(self._write_dead_letters(dead, query_id, batch_id))
             written.dead_letters += len(dead)
-            out.unpersist()
+            for frame in cached:
+                frame.unpersist()
             return written
         finally:
             with_ids.unpersist()
@@ -294,7 +318,8 @@ class ForeachBatch:
         wanted = [*writer.columns, *[c for c in (DL_RAW, DL_REASON) if c in present]]
         if wanted != present:  # each select is analysed in the JVM: skip the no-op one
             frame = frame.select(*wanted)
-        if spec.mode == "upsert":
+        if spec.mode != "append":
+            # Keyed modes: one task per key, or two tasks' merges would wait on each other's lock.
             frame = frame.repartition(spec.writer_partitions, *spec.key_columns)
         else:
             # Append needs no shuffle: a narrow coalesce bounds the participants (and is a

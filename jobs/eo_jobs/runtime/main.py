@@ -51,7 +51,7 @@ from eo_jobs.sinks.postgres.column_types import column_type_problems
 from eo_jobs.sinks.postgres.contract import check_contract
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 from eo_jobs.spec import Pipeline, kafka, load_pipeline, parse_pipeline
-from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee
+from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, SinkSpec
 
 log = logging.getLogger("eo.run")
 
@@ -97,22 +97,47 @@ def wait_for_sinks(dsns: dict[str, str], budget: float) -> None:
                 delay = min(delay * 2, 30.0)
 
 
-def output_schema(spark: Any, pipeline: Pipeline) -> list[tuple[str, str]]:
-    """(name, Spark type) of each column the transform produces, found by planning it over an
-    empty input."""
+Schema = list[tuple[str, str]]
+"""(name, Spark type) of each column of a frame."""
+
+
+def _planned(spark: Any, over: Any, sql: str | None, field: str) -> Any:
+    """``sql`` over the view ``source`` of the empty frame ``over``, planned (not run)."""
+    if sql is None:
+        return over
+    over.createOrReplaceTempView("source")
+    try:
+        return spark.sql(sql)
+    except Exception as exc:
+        raise StartupError(f"{field} does not compile: {exc}") from exc
+
+
+def _schema(frame: Any) -> Schema:
+    return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
+
+
+def output_schemas(spark: Any, pipeline: Pipeline) -> dict[str, Schema]:
+    """Each sink's columns, found by planning the queries over an empty input: the pipeline's
+    transform output, or what the sink's own query (``sinks[].transform``) makes of it."""
     from pyspark.sql.types import StructType
 
-    source = pipeline.spec.source
+    spec = pipeline.spec
+    source = spec.source
     ddl = source.files.schema_ if source.files else source.kafka.schema_  # type: ignore[union-attr]
     empty = spark.createDataFrame([], StructType.fromDDL(ddl))
-    out = empty
-    if pipeline.spec.transform is not None:
-        empty.createOrReplaceTempView("source")
-        try:
-            out = spark.sql(pipeline.spec.transform.sql)
-        except Exception as exc:
-            raise StartupError(f"spec.transform.sql does not compile: {exc}") from exc
-    return [(f.name, f.dataType.simpleString()) for f in out.schema.fields]
+    sql = spec.transform.sql if spec.transform else None
+    out = _planned(spark, empty, sql, "spec.transform.sql")
+    return {
+        s.name: _schema(
+            _planned(
+                spark,
+                out,
+                s.transform.sql if s.transform else None,
+                f"spec.sinks[{i}].transform.sql",
+            )
+        )
+        for i, s in enumerate(spec.sinks)
+    }
 
 
 DEAD_LETTER_DDL = (
@@ -166,32 +191,57 @@ def ensure_dead_letter_table(dsn: str, table: str) -> None:
 
 
 def writers_for(
-    pipeline: Pipeline, dsns: dict[str, str], columns: list[str]
+    pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Schema]
 ) -> dict[str, PostgresWriter]:
-    """One picklable writer per sink."""
+    """One picklable writer per sink, of the sink's own columns."""
     return {
         s.name: PostgresWriter(
             dsn=dsns[s.name],
             table=s.postgres.table,
-            columns=tuple(columns),
+            columns=tuple(name for name, _ in schemas[s.name]),
             mode=s.postgres.mode,
             key_columns=tuple(s.postgres.key_columns),
             version_column=s.postgres.version_column,
+            add_columns=tuple(s.postgres.add_columns),
         )
         for s in pipeline.spec.sinks
     }
 
 
-def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schema: list[tuple[str, str]]) -> None:
+def _accumulate_problems(index: int, sink: SinkSpec, columns: list[str]) -> list[str]:
+    """An accumulate sink's rows must hold its key and add columns, and nothing else."""
+    postgres = sink.postgres
+    if postgres.mode != "accumulate":
+        return []
+    named = [*postgres.key_columns, *postgres.add_columns]
+    missing = [c for c in named if c not in columns]
+    extra = [c for c in columns if c not in named]
+    where = (
+        f"spec.sinks[{index}].transform.sql"
+        if sink.transform
+        else f"spec.transform.sql, or give the sink its own spec.sinks[{index}].transform.sql"
+    )
+    return [
+        f"[accumulate-columns] mode accumulate writes keyColumns and addColumns only: {what} "
+        f"{', '.join(names)}; change {where}"
+        for what, names in (("missing", missing), ("also has", extra))
+        if names
+    ]
+
+
+def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Schema]) -> None:
     """Refuse to start against a sink that cannot honour the guarantee, whose columns cannot
     hold the output's Spark types, or a dead-letter table the driver's role can neither write
-    nor create (it is written by the first sink's role)."""
+    nor create (it is written by the first sink's role, and by the role of each sink with its
+    own query, whose rows it cannot store go to that table in its own database)."""
     two_phase = pipeline.spec.guarantee == Guarantee.EXACTLY_ONCE
-    columns = [name for name, _ in schema]
     problems: list[str] = []
-    for sink in pipeline.spec.sinks:
+    for index, sink in enumerate(pipeline.spec.sinks):
+        schema = schemas[sink.name]
+        columns = [name for name, _ in schema]
         with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
             for problem in [
+                *_accumulate_problems(index, sink, columns),
                 *check_contract(
                     conn,
                     sink.postgres.table,
@@ -199,12 +249,16 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schema: list[tuple[str
                     mode=sink.postgres.mode,
                     key_columns=sink.postgres.key_columns,
                     two_phase=two_phase,
+                    add_columns=sink.postgres.add_columns,
                 ),
                 *column_type_problems(conn, sink.postgres.table, schema),
+                *(
+                    dead_letter_problems(conn, pipeline.spec.dead_letter_table())
+                    if index == 0 or sink.transform is not None
+                    else []
+                ),
             ]:
                 problems.append(f"sink {sink.name}: {problem}")
-    with psycopg.connect(dsns[pipeline.spec.sinks[0].name], autocommit=True) as conn:
-        problems.extend(dead_letter_problems(conn, pipeline.spec.dead_letter_table()))
     if problems:
         raise StartupError(
             f"refusing to start in {pipeline.spec.guarantee} mode:\n  " + "\n  ".join(problems),
@@ -318,12 +372,13 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     ui = spark.sparkContext.uiWebUrl
     if ui:
         log.info("Spark UI at %s (kubectl port-forward to the driver Service's port ui)", ui)
-    schema = output_schema(spark, pipeline)
-    columns = [name for name, _ in schema]
-    check_sinks(pipeline, dsns, schema)
+    schemas = output_schemas(spark, pipeline)
+    check_sinks(pipeline, dsns, schemas)
     first_dsn = dsns[spec.sinks[0].name]
     dead_letter_table = spec.dead_letter_table()
-    ensure_dead_letter_table(first_dsn, dead_letter_table)
+    for index, sink in enumerate(spec.sinks):
+        if index == 0 or sink.transform is not None:
+            ensure_dead_letter_table(dsns[sink.name], dead_letter_table)
 
     checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     bound, coordinator = start_protocol(pipeline, epoch, dsns, spark_committed(checkpoint, spark))
@@ -342,7 +397,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         pipeline=pipeline.key,
         epoch=epoch,
         coordinator=coordinator,
-        writers=writers_for(pipeline, dsns, columns),
+        writers=writers_for(pipeline, dsns, schemas),
         dead_letters=PostgresWriter(
             dsn=first_dsn, table=dead_letter_table, columns=DEAD_LETTER_COLUMNS
         ),

@@ -34,43 +34,63 @@ class OnePass:
 
     sql: str | None
     key_columns: set[str]
+    add_columns: frozenset[str] = frozenset()
     _projections: dict[str, list[Column]] = field(default_factory=dict)
 
     def frame(self, staged: DataFrame) -> DataFrame:
         """Output rows of ``staged`` (transformed) plus its unparseable records, as dead letters."""
         if self.sql is None:
             return staged.select(*self._projection(staged))
-        return transformed(staged, self.sql, self.key_columns)
+        return transformed(staged, self.sql, self.key_columns, self.add_columns)
 
     def _projection(self, staged: DataFrame) -> list[Column]:
         key = staged.schema.json()
         if key not in self._projections:
-            self._projections[key] = projection(staged, self.key_columns)
+            self._projections[key] = projection(staged, self.key_columns, self.add_columns)
         return self._projections[key]
 
 
-def transformed(staged: DataFrame, sql: str, key_columns: set[str]) -> DataFrame:
+def transformed(
+    staged: DataFrame, sql: str, key_columns: set[str], add_columns: frozenset[str] = frozenset()
+) -> DataFrame:
     """The transform's output rows of ``staged`` plus its unparseable records, as dead letters."""
     out = apply_transform(staged.filter(F.col(ERROR).isNull()).drop(ERROR), sql)
-    reason = unstorable_reason(out, key_columns)
+    good = flagged(out, key_columns, add_columns)
+    return with_letters(good, staged.filter(F.col(ERROR).isNotNull()), RAW, ERROR)
+
+
+def flagged(
+    out: DataFrame, key_columns: set[str], add_columns: frozenset[str] = frozenset()
+) -> DataFrame:
+    """``out`` with the two dead-letter columns: a row that cannot be stored carries itself as
+    JSON and the reason, the others two NULLs."""
+    reason = unstorable_reason(out, key_columns, add_columns)
     if reason is None:
         raw = F.lit(None).cast("string")
         reason = F.lit(None).cast("string")
     else:
         raw = F.when(reason.isNotNull(), F.to_json(F.struct(*[F.col(c) for c in out.columns])))
-    good = out.select(*out.columns, raw.alias(DL_RAW), reason.alias(DL_REASON))
-    bad = staged.filter(F.col(ERROR).isNotNull()).select(
-        *[F.lit(None).cast(f.dataType).alias(f.name) for f in out.schema.fields],
-        F.col(RAW).alias(DL_RAW),
-        F.col(ERROR).alias(DL_REASON),
+    return out.select(*out.columns, raw.alias(DL_RAW), reason.alias(DL_REASON))
+
+
+def with_letters(good: DataFrame, letters: DataFrame, raw: str, reason: str) -> DataFrame:
+    """``good`` (a flagged frame) plus each row of ``letters`` as a dead letter: its ``raw`` and
+    ``reason`` columns, every data column NULL."""
+    data = [f for f in good.schema.fields if f.name not in (DL_RAW, DL_REASON)]
+    bad = letters.select(
+        *[F.lit(None).cast(f.dataType).alias(f.name) for f in data],
+        F.col(raw).alias(DL_RAW),
+        F.col(reason).alias(DL_REASON),
     )
     return good.unionByName(bad)
 
 
-def projection(staged: DataFrame, key_columns: set[str]) -> list[Column]:
+def projection(
+    staged: DataFrame, key_columns: set[str], add_columns: frozenset[str] = frozenset()
+) -> list[Column]:
     """No transform: one projection, the parse error or the unstorable reason as the reason."""
     columns = [c for c in staged.columns if c not in (RAW, ERROR)]
-    unstorable = unstorable_reason(staged.select(*columns), key_columns)
+    unstorable = unstorable_reason(staged.select(*columns), key_columns, add_columns)
     reason = F.col(ERROR) if unstorable is None else F.coalesce(F.col(ERROR), unstorable)
     record = F.to_json(F.struct(*[F.col(c) for c in columns]))
     raw = F.when(F.col(ERROR).isNotNull(), F.col(RAW))

@@ -1,7 +1,8 @@
 """Rows no sink can store, found before they fail a whole batch.
 
 PostgreSQL text cannot hold U+0000 (COPY fails, and the batch with it, on every replay), and a
-NULL upsert key never matches a unique index (the row would be inserted again by every batch).
+NULL upsert key never matches a unique index (the row would be inserted again by every batch), and
+a NULL addend of an accumulate sink would add nothing to a running total, unseen.
 Such rows go to the dead-letter table with the reason, like records that do not parse.
 """
 
@@ -18,11 +19,14 @@ NUL_ESCAPE_IN_JSON = r"(^|[^\\])(\\\\)*\\u0000"
 the character only after an even run of backslashes (``"\\\\u0000"`` is the text ``\\u0000``)."""
 
 
-def unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
+def unstorable_reason(
+    df: DataFrame, key_columns: set[str], add_columns: frozenset[str] = frozenset()
+) -> Column | None:
     """Why a row cannot be stored by any sink, or NULL; None when no column can be a problem.
 
-    PostgreSQL text cannot hold U+0000 (COPY fails, the whole batch with it, forever), and a
-    NULL upsert key never matches a unique index, so it would be inserted again by every batch.
+    PostgreSQL text cannot hold U+0000 (COPY fails, the whole batch with it, forever), a
+    NULL upsert key never matches a unique index, so it would be inserted again by every batch,
+    and a NULL addend (``add_columns``) would leave a running total short with no trace.
     """
     reasons: list[Column] = []
     for column in df.schema.fields:
@@ -55,14 +59,24 @@ def unstorable_reason(df: DataFrame, key_columns: set[str]) -> Column | None:
                     ),
                 )
             )
+        if name in add_columns:
+            reasons.append(
+                F.when(
+                    F.col(name).isNull(),
+                    F.lit(
+                        f"accumulate column {name} is NULL: it would add nothing to the running "
+                        "total; give it a value in the query (e.g. coalesce) or filter the row"
+                    ),
+                )
+            )
     return F.coalesce(*reasons) if reasons else None
 
 
 def split_unstorable(
-    df: DataFrame, key_columns: set[str]
+    df: DataFrame, key_columns: set[str], add_columns: frozenset[str] = frozenset()
 ) -> tuple[DataFrame, list[tuple[str, str]]]:
     """(rows every sink can store, [(row as JSON, reason)] of the others)."""
-    reason = unstorable_reason(df, key_columns)
+    reason = unstorable_reason(df, key_columns, add_columns)
     if reason is None:
         return df, []
     flagged = df.withColumn(UNSTORABLE, reason)

@@ -303,6 +303,24 @@ class PostgresSink(Model):
                 "versionColumn only applies to mode upsert",
                 ".versionColumn",
             ),
+            (
+                "self.mode != 'accumulate' || (has(self.keyColumns) && size(self.keyColumns) > 0"
+                " && has(self.addColumns) && size(self.addColumns) > 0)",
+                "mode accumulate needs keyColumns (a unique key of the table) and addColumns "
+                "(the numeric columns each batch adds to)",
+                ".addColumns",
+            ),
+            (
+                "self.mode == 'accumulate' || !has(self.addColumns)",
+                "addColumns only applies to mode accumulate",
+                ".addColumns",
+            ),
+            (
+                "!has(self.addColumns) || !has(self.keyColumns)"
+                " || self.addColumns.all(c, !(c in self.keyColumns))",
+                "a column cannot be both a key column and an add column",
+                ".addColumns",
+            ),
         )
     )
 
@@ -310,11 +328,19 @@ class PostgresSink(Model):
     """libpq connection string (URI or key=value) of the target database, by reference."""
     table: TableName
     """Target table as schema.table; it must exist and be a logged (not UNLOGGED) table."""
-    mode: Literal["append", "upsert"] = "append"
-    """append inserts every record; upsert inserts or updates by keyColumns (see versionColumn)."""
+    mode: Literal["append", "upsert", "accumulate"] = "append"
+    """append inserts every record; upsert inserts or updates by keyColumns (see versionColumn);
+    accumulate adds each batch's sums per key onto the table's row of the key (addColumns),
+    creating it when absent: a running total, exact because each batch is committed once
+    (exactly-once only: a replay under another guarantee would add twice)."""
     key_columns: list[ColumnName] = Field(default_factory=list, max_length=16)
-    """Columns of a unique key of the table; required for mode upsert. A record with a NULL key
-    goes to the dead-letter table (a unique index never matches NULL)."""
+    """Columns of a unique key of the table; required for modes upsert and accumulate. A record
+    with a NULL key goes to the dead-letter table (a unique index never matches NULL)."""
+    add_columns: list[ColumnName] = Field(default_factory=list, max_length=16)
+    """Mode accumulate only: the numeric columns (integer, bigint, numeric) summed per key over
+    the batch and added onto the stored row (a stored NULL counts as 0). A record with a NULL
+    in one of them goes to the dead-letter table rather than adding nothing unseen. The rows
+    written hold keyColumns and addColumns only."""
     version_column: ColumnName | None = None
     """Upsert only: among rows with the same key, in a batch and across batches, the one with
     the highest value wins; NULL is older than any value, and among equal versions the later
@@ -337,8 +363,25 @@ class PostgresSink(Model):
                 "mode upsert needs keyColumns: list the columns of the table's primary or "
                 "unique key, e.g. keyColumns: [order_id]",
             )
-        if self.mode == "append" and self.version_column is not None:
+        if self.mode != "upsert" and self.version_column is not None:
             raise FieldError("versionColumn", "versionColumn only applies to mode upsert")
+        if self.mode == "accumulate" and not (self.key_columns and self.add_columns):
+            missing = "keyColumns" if not self.key_columns else "addColumns"
+            raise FieldError(
+                missing,
+                "mode accumulate needs keyColumns (the columns of the table's primary or unique "
+                "key) and addColumns (the numeric columns each batch adds to), e.g. keyColumns: "
+                "[merchant, day], addColumns: [volume_cents, payments]",
+            )
+        if self.mode != "accumulate" and self.add_columns:
+            raise FieldError("addColumns", "addColumns only applies to mode accumulate")
+        both = sorted(set(self.key_columns) & set(self.add_columns))
+        if both:
+            raise FieldError(
+                "addColumns",
+                f"{', '.join(both)} cannot be both a key column and an add column; a key "
+                "names the row, an add column is summed into it",
+            )
         return self
 
 
@@ -373,6 +416,11 @@ class SinkSpec(Model):
     """Short DNS-style name, unique in the pipeline (used in transaction ids and metrics)."""
     postgres: PostgresSink
     """A PostgreSQL table."""
+    transform: Transform | None = None
+    """This sink's own Spark SQL query over the view ``source``, which here holds the
+    pipeline's output rows (after spec.transform, if set), e.g. a per-key aggregate for a
+    mode accumulate sink beside a sink of the rows themselves. Every sink still shows batch N
+    together or not at all; without it the sink gets the pipeline's output as is."""
 
     @model_validator(mode="after")
     def _not_reserved(self) -> SinkSpec:
@@ -682,6 +730,13 @@ class PipelineSpec(Model):
                 ".sinks",
             ),
             (
+                "self.guarantee == 'exactly-once'"
+                " || self.sinks.all(s, s.postgres.mode != 'accumulate')",
+                "mode accumulate needs guarantee exactly-once: under another guarantee a "
+                "replayed batch would add its sums twice",
+                ".sinks",
+            ),
+            (
                 "!has(self.audit) || !has(self.audit.appendOnly)"
                 " || self.audit.appendOnly.all(n, self.sinks.exists(s, s.name == n))",
                 "audit.appendOnly may name only sinks of this pipeline",
@@ -781,11 +836,11 @@ class PipelineSpec(Model):
                     f"audit.appendOnly[{i}]",
                     f"{name!r} is not a sink of this pipeline (sinks: {', '.join(sinks)})",
                 )
-            if sinks[name].postgres.mode == "upsert":
+            if sinks[name].postgres.mode != "append":
                 raise FieldError(
                     f"audit.appendOnly[{i}]",
-                    f"sink {name} upserts, so its row count moves by new "
-                    "keys only; remove it from audit.appendOnly",
+                    f"sink {name} is mode {sinks[name].postgres.mode}, so its row count moves "
+                    "by new keys only; remove it from audit.appendOnly",
                 )
         for name in self.audit.batch_columns:
             if name not in self.audit.append_only:
@@ -808,6 +863,15 @@ class PipelineSpec(Model):
                     raise FieldError(
                         f"sinks[{i}].postgres.mode",
                         "guarantee idempotent needs mode upsert with keyColumns on every sink",
+                    )
+        if self.guarantee != Guarantee.EXACTLY_ONCE:
+            for i, sink in enumerate(self.sinks):
+                if sink.postgres.mode == "accumulate":
+                    raise FieldError(
+                        f"sinks[{i}].postgres.mode",
+                        f"mode accumulate needs guarantee exactly-once: under {self.guarantee} "
+                        "a replayed batch would add its sums twice; set guarantee: exactly-once "
+                        "or use mode upsert",
                     )
         return self
 

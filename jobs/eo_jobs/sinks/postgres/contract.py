@@ -2,9 +2,10 @@
 
 What silently breaks two-phase commit in PostgreSQL: ``max_prepared_transactions = 0`` (PREPARE
 fails), an UNLOGGED table (its contents vanish after a crash, prepared or not), missing
-privileges (found only mid-batch), a missing table or columns, and, for upserts, no unique index
-on the key columns (ON CONFLICT needs one). A driver checks all of this before its first batch
-and refuses to start in exactly-once mode, with every problem listed.
+privileges (found only mid-batch), a missing table or columns, for upserts and accumulate no
+unique index on the key columns (ON CONFLICT needs one), and for accumulate an add column whose
+type cannot hold an exact sum (a float rounds money). A driver checks all of this before its
+first batch and refuses to start in exactly-once mode, with every problem listed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def check_contract(
     mode: str = "append",
     key_columns: Sequence[str] = (),
     two_phase: bool = True,
+    add_columns: Sequence[str] = (),
 ) -> list[ContractProblem]:
     """Every contract problem of ``table`` for this writer; empty when all is well."""
     problems: list[ContractProblem] = []
@@ -78,7 +80,7 @@ def check_contract(
         problems.append(
             ContractProblem("not-a-table", f"{table} is not an ordinary (logged) table")
         )
-    needed = ["INSERT"] + (["UPDATE"] if mode == "upsert" else [])
+    needed = ["INSERT"] + (["UPDATE"] if mode != "append" else [])
     for privilege in needed:
         ok = conn.execute("SELECT has_table_privilege(%s, %s)", (oid, privilege)).fetchone()
         if ok is not None and not ok[0]:
@@ -107,16 +109,44 @@ def check_contract(
                 "add them or change the transform",
             )
         )
-    if mode == "upsert" and key_columns and not _has_unique_index(conn, oid, key_columns):
+    if mode != "append" and key_columns and not _has_unique_index(conn, oid, key_columns):
         keys = ", ".join(key_columns)
         problems.append(
             ContractProblem(
                 "no-unique-key",
-                f"upsert needs a unique index on exactly ({keys}) of {table}; "
+                f"{mode} needs a unique index on exactly ({keys}) of {table}; "
                 f"CREATE UNIQUE INDEX ON {table} ({keys})",
             )
         )
+    problems.extend(_inexact_sums(conn, oid, table, add_columns))
     return problems
+
+
+EXACT_SUM_TYPES = ("smallint", "integer", "bigint", "numeric")
+"""Column types an accumulate sink may add to: a sum in them is exact (a float's is not)."""
+
+
+def _inexact_sums(
+    conn: psycopg.Connection[Any], oid: int, table: str, add_columns: Sequence[str]
+) -> list[ContractProblem]:
+    """Add columns whose type cannot hold an exact running total (mode accumulate)."""
+    if not add_columns:
+        return []
+    rows = conn.execute(
+        "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute "
+        "WHERE attrelid = %s AND attname = ANY(%s) AND NOT attisdropped",
+        (oid, list(add_columns)),
+    ).fetchall()
+    return [
+        ContractProblem(
+            "inexact-sum",
+            f"accumulate adds to {table}.{name}, of type {kind}: sums in it are not exact; "
+            f"make it one of {', '.join(EXACT_SUM_TYPES)} (ALTER TABLE {table} ALTER COLUMN "
+            f"{name} TYPE numeric)",
+        )
+        for name, kind in rows
+        if kind not in EXACT_SUM_TYPES
+    ]
 
 
 def _control_privileges(conn: psycopg.Connection[Any]) -> list[ContractProblem]:

@@ -92,16 +92,26 @@ class PostgresWriter:
     version_column: str | None = None
     lock_timeout_ms: int = LOCK_TIMEOUT_MS
     connect_timeout: int = 10
+    add_columns: tuple[str, ...] = ()
+    """Mode accumulate: the columns summed per key and added onto the stored row."""
 
     def __post_init__(self) -> None:
-        if self.mode not in ("append", "upsert"):
+        if self.mode not in ("append", "upsert", "accumulate"):
             raise ValueError(f"unknown mode {self.mode!r}")
-        if self.mode == "upsert":
+        if self.mode != "append":
             missing = [k for k in self.key_columns if k not in self.columns]
             if not self.key_columns or missing:
-                raise ValueError(f"upsert key columns {missing or '[]'} are not in the output")
+                raise ValueError(f"{self.mode} key columns {missing or '[]'} are not in the output")
             if self.version_column is not None and self.version_column not in self.columns:
                 raise ValueError(f"version column {self.version_column!r} is not in the output")
+        if self.mode == "accumulate":
+            named = {*self.key_columns, *self.add_columns}
+            if not self.add_columns or named != set(self.columns):
+                raise ValueError(
+                    f"accumulate writes its key and add columns only: the output has "
+                    f"{', '.join(self.columns)}; keyColumns {', '.join(self.key_columns)}, "
+                    f"addColumns {', '.join(self.add_columns) or '[]'}"
+                )
 
     def write(
         self,
@@ -252,6 +262,8 @@ class PostgresWriter:
         return sql.SQL("DELETE FROM {}").format(stage)
 
     def _merge_sql(self, stage: sql.Identifier) -> sql.Composed:
+        if self.mode == "accumulate":
+            return self._accumulate_sql(stage)
         updates = [c for c in self.columns if c not in self.key_columns]
         target = table_identifier(self.table)
         columns = sql.SQL(", ").join(map(sql.Identifier, self.columns))
@@ -284,4 +296,38 @@ class PostgresWriter:
             stage=stage,
             order=sql.SQL(", ").join(order),
             action=action,
+        )
+
+    def _accumulate_sql(self, stage: sql.Identifier) -> sql.Composed:
+        """Sum the stage per key and add the sums onto the stored rows (mode accumulate).
+
+        ``ON CONFLICT DO UPDATE`` may touch a row once per statement, so the stage is summed
+        per key first. A stored NULL counts as 0 (``COALESCE``); a NULL addend never gets here
+        (``runtime.poison`` makes its record a dead letter) and would add nothing if it did.
+        The statement's row count is the number of keys written, not of input rows.
+        """
+        target = table_identifier(self.table)
+        picked = [
+            sql.SQL("sum({0})").format(sql.Identifier(c))
+            if c in self.add_columns
+            else sql.Identifier(c)
+            for c in self.columns
+        ]
+        adds = [
+            sql.SQL("{0} = COALESCE({1}.{0}, 0) + COALESCE(EXCLUDED.{0}, 0)").format(
+                sql.Identifier(c), target
+            )
+            for c in self.add_columns
+        ]
+        keys = sql.SQL(", ").join(map(sql.Identifier, self.key_columns))
+        return sql.SQL(
+            "INSERT INTO {target} ({columns}) SELECT {picked} FROM {stage} GROUP BY {keys} "
+            "ON CONFLICT ({keys}) DO UPDATE SET {adds}"
+        ).format(
+            target=target,
+            columns=sql.SQL(", ").join(map(sql.Identifier, self.columns)),
+            picked=sql.SQL(", ").join(picked),
+            stage=stage,
+            keys=keys,
+            adds=sql.SQL(", ").join(adds),
         )

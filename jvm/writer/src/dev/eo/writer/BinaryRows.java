@@ -1,6 +1,9 @@
 package dev.eo.writer;
 
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
@@ -43,8 +46,11 @@ final class BinaryRows {
     int16(-1);
   }
 
-  /** One row: its first {@code kinds.length} fields, each encoded as its kind says. */
-  void row(InternalRow row, Kind[] kinds) {
+  /**
+   * One row: its first {@code kinds.length} fields, each encoded as its kind says ({@code
+   * decimals[i]}: the Spark type of a NUMERIC field, whose precision says how the row holds it).
+   */
+  void row(InternalRow row, Kind[] kinds, DecimalType[] decimals) {
     int16(kinds.length);
     for (int i = 0; i < kinds.length; i++) {
       if (row.isNullAt(i)) {
@@ -61,6 +67,8 @@ final class BinaryRows {
         case TEXT -> text(row.getUTF8String(i));
         case TIMESTAMP -> { int32(8); int64(pgMicros(row.getLong(i))); }
         case DATE -> { int32(4); int32(row.getInt(i) - PG_EPOCH_DAYS); }
+        case NUMERIC -> numeric(
+            row.getDecimal(i, decimals[i].precision(), decimals[i].scale()).toJavaBigDecimal());
         default -> throw new IllegalStateException("unknown kind " + kinds[i]);
       }
     }
@@ -77,6 +85,56 @@ final class BinaryRows {
       return OUT_OF_RANGE;
     }
     return unixMicros - PG_EPOCH_MICROS;
+  }
+
+  /** The sign word of a negative numeric. */
+  static final int NUMERIC_NEG = 0x4000;
+  private static final BigInteger BASE = BigInteger.valueOf(10_000);
+
+  /**
+   * PostgreSQL's binary numeric: ndigits, weight (of the first base-10000 digit), sign, display
+   * scale, then the digits. The unscaled value is padded with zeros to a scale that is a
+   * multiple of 4, so every digit group falls on the decimal point; leading and trailing zero
+   * groups are not sent (the display scale keeps the trailing zeros).
+   */
+  void numeric(BigDecimal value) {
+    int dscale = Math.max(value.scale(), 0);
+    int groups = (dscale + 3) / 4;
+    BigInteger unscaled = value.setScale(groups * 4).unscaledValue();
+    int sign = unscaled.signum() < 0 ? NUMERIC_NEG : 0;
+    unscaled = unscaled.abs();
+    java.util.ArrayList<Integer> digits = new java.util.ArrayList<>(); // least significant first
+    while (unscaled.signum() > 0) {
+      BigInteger[] qr = unscaled.divideAndRemainder(BASE);
+      digits.add(qr[1].intValue());
+      unscaled = qr[0];
+    }
+    int low = 0; // trailing zero groups: implied by the weight
+    while (low < digits.size() && digits.get(low) == 0) low++;
+    int n = digits.size() - low;
+    int weight = n == 0 ? 0 : digits.size() - 1 - groups;
+    int32(8 + 2 * n);
+    int16(n);
+    int16(weight);
+    int16(n == 0 ? 0 : sign);
+    int16(dscale);
+    for (int i = digits.size() - 1; i >= low; i--) int16(digits.get(i));
+  }
+
+  /** The value of a binary numeric at {@code in}'s position (for a refused record's JSON). */
+  static BigDecimal readNumeric(java.nio.ByteBuffer in) {
+    int n = in.getShort();
+    int weight = in.getShort();
+    int sign = in.getShort() & 0xffff;
+    int dscale = in.getShort();
+    BigInteger unscaled = BigInteger.ZERO;
+    for (int i = 0; i < n; i++) {
+      unscaled = unscaled.multiply(BASE).add(BigInteger.valueOf(in.getShort()));
+    }
+    // The digits read are worth 10000^(weight - n + 1) each in the last place.
+    BigDecimal value = new BigDecimal(unscaled).scaleByPowerOfTen(4 * (weight - n + 1));
+    if (sign == NUMERIC_NEG) value = value.negate();
+    return value.setScale(dscale, java.math.RoundingMode.UNNECESSARY);
   }
 
   private void text(UTF8String value) {

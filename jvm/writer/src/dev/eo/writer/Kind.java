@@ -4,6 +4,7 @@ import java.util.Set;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.IntegerType;
@@ -33,7 +34,12 @@ enum Kind {
    * lands as itself; what CSV gives with TimeZone UTC.
    */
   TIMESTAMP(Set.of("timestamp", "timestamptz")),
-  DATE(Set.of("date"));
+  DATE(Set.of("date")),
+  /**
+   * A Spark DECIMAL(p, s) as PostgreSQL's numeric: base-10000 digits, exact (running totals of
+   * money land in numeric; a double would round them).
+   */
+  NUMERIC(Set.of("numeric"));
 
   final Set<String> accepted;
 
@@ -58,6 +64,7 @@ enum Kind {
     if (type instanceof StringType) return TEXT;
     if (type instanceof TimestampType || type instanceof TimestampNTZType) return TIMESTAMP;
     if (type instanceof DateType) return DATE;
+    if (type instanceof DecimalType) return NUMERIC;
     return null;
   }
 }

@@ -3,6 +3,7 @@ package dev.eo.writer;
 import java.util.List;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.StructField;
 
 /**
@@ -24,12 +25,14 @@ public final class PreparedCopy {
     Spec spec = Spec.parse(specJson);
     StructField[] fields = frame.schema().fields();
     Kind[] kinds = new Kind[spec.columns.size()];
+    DecimalType[] decimals = new DecimalType[kinds.length];
     for (int i = 0; i < kinds.length; i++) {
       String column = spec.columns.get(i);
       if (i >= fields.length || !fields[i].name().equals(column)) {
         throw new IllegalArgumentException("the frame's column " + i + " is not " + column);
       }
       kinds[i] = Kind.of(fields[i].dataType());
+      if (fields[i].dataType() instanceof DecimalType decimal) decimals[i] = decimal;
       String target = spec.targetTypes.get(column);
       if (kinds[i] == null || !kinds[i].accepts(target)) {
         return new String[] {
@@ -43,7 +46,7 @@ public final class PreparedCopy {
             .queryExecution()
             .toRdd()
             .toJavaRDD()
-            .mapPartitionsWithIndex(new TaskWriter(spec, kinds), false)
+            .mapPartitionsWithIndex(new TaskWriter(spec, kinds, decimals), false)
             .collect();
     return results.toArray(new String[0]);
   }

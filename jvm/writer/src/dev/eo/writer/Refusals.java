@@ -270,6 +270,7 @@ final class Refusals {
           }
           case TIMESTAMP -> quote(out, timestamp(in.getLong()));
           case DATE -> quote(out, LocalDate.ofEpochDay((long) in.getInt() + BinaryRows.PG_EPOCH_DAYS).toString());
+          case NUMERIC -> out.append(BinaryRows.readNumeric(in).toPlainString());
           default -> throw new IllegalStateException("unknown kind " + kinds[f]);
         }
         in.position(at + n);

@@ -17,6 +17,7 @@ import java.util.regex.Pattern;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.DecimalType;
 import org.postgresql.PGConnection;
 import org.postgresql.copy.CopyIn;
 import org.postgresql.copy.CopyManager;
@@ -37,10 +38,12 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
 
   private final Spec spec;
   private final Kind[] kinds;
+  private final DecimalType[] decimals;
 
-  TaskWriter(Spec spec, Kind[] kinds) {
+  TaskWriter(Spec spec, Kind[] kinds, DecimalType[] decimals) {
     this.spec = spec;
     this.kinds = kinds;
+    this.decimals = decimals;
   }
 
   @Override
@@ -285,7 +288,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
           }
           continue;
         }
-        out.row(row, kinds);
+        out.row(row, kinds, decimals);
         count++;
         if (out.length >= FLUSH_BYTES) {
           if (failed == null) {
