@@ -119,6 +119,7 @@ def print_summary(summary: Summary) -> None:
         "wrong_values",
         "sum_mismatches",
         "latest_wrong",
+        "totals_wrong",
         "dead_letter_duplicates",
         "dead_letters_missing",
         "prepared_left",

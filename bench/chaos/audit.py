@@ -14,6 +14,16 @@ from bench.chaos.stream import Truth
 from eo_jobs.protocol.gid import pipeline_prefix
 
 PIPELINE = "chaos/orders"
+TOTALS_DDL = (
+    "CREATE TABLE public.merchant_totals (merchant text PRIMARY KEY, "
+    "volume_cents numeric(20, 0) NOT NULL, orders bigint NOT NULL)"
+)
+"""The accumulate sink's table: per-merchant running totals (issue 30)."""
+TOTALS_SQL = (
+    "SELECT merchant, CAST(sum(amount_cents) AS DECIMAL(20, 0)) AS volume_cents, "
+    "count(*) AS orders FROM source GROUP BY merchant"
+)
+"""The accumulate sink's own query over the pipeline's rows of a batch."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,8 @@ class Findings:
     wrong_values: int
     sum_mismatches: int
     latest_wrong: int
+    totals_wrong: int
+    """Merchants whose running total (sum and count) differs from the source's."""
     dead_letter_duplicates: int
     dead_letters_missing: int
     prepared_left: int
@@ -90,6 +102,12 @@ def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
         latest = conn.execute(
             "SELECT order_id, merchant, amount_cents FROM public.latest"
         ).fetchall()
+        totals = {
+            r[0]: (int(r[1]), int(r[2]))
+            for r in conn.execute(
+                "SELECT merchant, volume_cents, orders FROM public.merchant_totals"
+            ).fetchall()
+        }
         dead = [r[0] for r in conn.execute("SELECT raw FROM public.ledger_dead_letter").fetchall()]
         left = conn.execute(
             "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
@@ -105,8 +123,11 @@ def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
     for order_id, (merchant, amount) in values.items():
         sink_sums[merchant] += amount * counts[order_id]
     source_sums: Counter[str] = Counter()
+    source_counts: Counter[str] = Counter()
     for merchant, amount in truth.valid.values():
         source_sums[merchant] += amount
+        source_counts[merchant] += 1
+    source_totals = {m: (source_sums[m], source_counts[m]) for m in source_counts}
     latest_values = {r[0]: (r[1], r[2]) for r in latest}
     dead_counts = Counter(dead)
     epochs = [int(e) for _, e in decisions]
@@ -121,6 +142,7 @@ def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
         wrong_values=sum(1 for oid, v in values.items() if truth.valid.get(oid, v) != v),
         sum_mismatches=sum(1 for m in source_sums | sink_sums if source_sums[m] != sink_sums[m]),
         latest_wrong=len(latest_values.items() ^ truth.valid.items()),
+        totals_wrong=len({m for m, _ in totals.items() ^ source_totals.items()}),
         dead_letter_duplicates=sum(c - 1 for c in dead_counts.values()),
         dead_letters_missing=len(truth.malformed - {raw.rstrip("\n") for raw in dead_counts}),
         prepared_left=int(left[0]) if left else -1,

@@ -37,8 +37,9 @@ after its node went silent."""
 
 
 def manifest(work: Path, executors: int = 0) -> str:
-    """The pipeline as a user would apply it (files -> append + upsert, exactly once); with
-    ``executors``, the input and checkpoint are on the claim, mounted at ``work/mnt``."""
+    """The pipeline as a user would apply it (files -> append, upsert and accumulate, exactly
+    once); with ``executors``, the input and checkpoint are on the claim, mounted at
+    ``work/mnt``."""
     dsn = {"secretKeyRef": {"name": "chaos-db", "key": "dsn"}}
     data = work / "mnt" if executors else work / "data"
     driver: dict[str, Any] = {"cores": 2, "memory": "768m"}
@@ -78,6 +79,17 @@ def manifest(work: Path, executors: int = 0) -> str:
                         "table": "public.latest",
                         "mode": "upsert",
                         "keyColumns": ["order_id"],
+                    },
+                },
+                {
+                    "name": "totals",
+                    "transform": {"sql": checks.TOTALS_SQL},
+                    "postgres": {
+                        "dsn": dsn,
+                        "table": "public.merchant_totals",
+                        "mode": "accumulate",
+                        "keyColumns": ["merchant"],
+                        "addColumns": ["volume_cents", "orders"],
                     },
                 },
             ],

@@ -34,6 +34,7 @@ from eo_jobs.protocol.xa import PreparedTransactions
 TABLES = (
     "CREATE TABLE public.ledger (order_id bigint NOT NULL, merchant text, amount_cents bigint)",
     "CREATE TABLE public.latest (order_id bigint PRIMARY KEY, merchant text, amount_cents bigint)",
+    checks.TOTALS_DDL,
 )
 SETTLE_SECONDS = 240.0
 """How long a pipeline may take to decide a new batch after a fault before it counts as stuck."""
@@ -56,7 +57,7 @@ def kafka_source(bootstrap: str, topic: str) -> str:
 
 
 def pipeline_yaml(work: Path, source: str) -> str:
-    """``source`` -> two sinks (append and upsert) in one database, exactly once."""
+    """``source`` -> three sinks (append, upsert, accumulate) in one database, exactly once."""
     return f"""apiVersion: eo.dev/v1alpha1
 kind: ExactlyOncePipeline
 metadata: {{name: orders, namespace: chaos}}
@@ -69,6 +70,10 @@ spec:
     - name: latest
       postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.latest, mode: upsert,
                  keyColumns: [order_id], writerPartitions: 2}}
+    - name: totals
+      transform: {{sql: "{checks.TOTALS_SQL}"}}
+      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.merchant_totals, mode: accumulate,
+                 keyColumns: [merchant], addColumns: [volume_cents, orders], writerPartitions: 2}}
   checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 1}}
   driver: {{cores: 2, memory: 768m}}
 """

@@ -171,6 +171,7 @@ def _tables(dsn: str) -> None:
             "CREATE TABLE public.latest (order_id bigint, merchant text, amount_cents bigint)"
         )
         conn.execute("CREATE TABLE public.ledger_dead_letter (raw text)")
+        conn.execute(audit.TOTALS_DDL)
     ControlStore(dsn).ensure_schema()
 
 
@@ -187,11 +188,19 @@ def test_the_audit_counts_a_duplicate_a_gap_a_wrong_amount_and_a_lost_dead_lette
         cur.executemany("INSERT INTO public.ledger VALUES (%s, %s, %s)", rows[1:] + rows[2:3])
         cur.executemany("INSERT INTO public.latest VALUES (%s, %s, %s)", rows)
         conn.execute("UPDATE public.latest SET amount_cents = amount_cents + 1 WHERE order_id = 5")
+        # Every merchant's running total right but one, which a replayed batch added to twice.
+        totals = [
+            (m, sum(r[2] for r in rows if r[1] == m), sum(1 for r in rows if r[1] == m))
+            for m in sorted({r[1] for r in rows})
+        ]
+        totals[0] = (totals[0][0], totals[0][1] + 7, totals[0][2] + 1)
+        cur.executemany("INSERT INTO public.merchant_totals VALUES (%s, %s, %s)", totals)
 
     found = audit.audit(pg_dsn, truth, decided_by_drivers=[0, 1, 1])
 
     assert found.duplicates == 1 and found.missing == 1
     assert found.sum_mismatches >= 1 and found.latest_wrong == 2
+    assert found.totals_wrong == 1
     assert found.dead_letters_missing == len(truth.malformed)
     assert found.batches_decided_twice == 1
     assert set(found.violations()) >= {"duplicates", "missing", "dead_letters_missing"}

@@ -82,10 +82,12 @@ def files_pipeline(
     per_trigger: int = 2,
     guarantee: str = "exactly-once",
     checkpoint: str | None = None,
+    more_sinks: str = "",
 ) -> Path:
     """A pipeline file: JSON files -> (transform) -> public.orders.
 
-    ``checkpoint`` is the YAML flow mapping of ``spec.checkpoint`` (default: a local folder).
+    ``checkpoint`` is the YAML flow mapping of ``spec.checkpoint`` (default: a local folder);
+    ``more_sinks``: YAML list items of more sinks, indented as the first one.
     """
     sql = transform or "SELECT order_id, merchant, amount_cents FROM source"
     checkpoint = checkpoint or f'{{location: "{work / "checkpoint"}", triggerIntervalSeconds: 0}}'
@@ -102,7 +104,7 @@ spec:
   sinks:
     - name: orders
       postgres: {{dsn: {{env: TEST_DSN}}, table: public.orders, writerPartitions: 2}}
-  checkpoint: {checkpoint}
+{more_sinks}  checkpoint: {checkpoint}
   driver: {{cores: 2, memory: 768m}}
 """)
     return spec

@@ -16,7 +16,6 @@ from tests.support.postgres import PREPARED_HERE
 
 from eo_jobs.pgserver import PgServer, free_port, temporary_server
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
-from eo_jobs.protocol.faults import POINTS
 from eo_jobs.protocol.gid import Gid
 
 pytestmark = pytest.mark.spark
@@ -182,20 +181,6 @@ def _first_run_with_fault(
     spec = harness.files_pipeline(work)
     code, out = harness.run(spec, 1, dsn, extra_env=fault)
     return truth, spec, code, out
-
-
-@pytest.mark.parametrize("point", POINTS)
-def test_a_driver_killed_at_a_crash_point_restarts_with_a_higher_epoch_exactly(
-    work: Path, pg_dsn: str, point: str
-) -> None:
-    fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": "1"}
-    truth, spec, code, out = _first_run_with_fault(work, pg_dsn, fault)
-    assert code == -signal.SIGKILL, out
-    if point == "after-commits":  # the brief's point: all commits, before Spark's commit log
-        assert not (work / "checkpoint" / "commits" / "1").exists(), out
-    code, out = harness.run(spec, 2, pg_dsn)
-    assert code == 0, out
-    harness.assert_exact(pg_dsn, truth)
 
 
 def test_spark_logs_a_batch_while_its_phase_2_runs_and_a_kill_then_is_recovered_exactly(
