@@ -4,9 +4,11 @@ It starts an embedded PostgreSQL in a temporary folder, writes a known stream of
 (with some malformed lines), and runs the real driver (``eo run``) three times: the first is
 killed by a fault-injection switch right after a decision and before phase 2, the second is
 killed with SIGKILL at a random moment; each crash is followed by ``eo recover`` with a higher
-epoch. The last run finishes the stream. Then it audits the sink against the source: rows,
-duplicates, gaps, per-merchant sums, dead letters and prepared transactions left. Any
-discrepancy makes the command exit non-zero.
+epoch. The last run finishes the stream. The pipeline writes two sinks under one decision per
+batch: the ledger of every order, and per-merchant daily totals (``mode: accumulate``, the
+sink's own query summing the batch). Then it audits the sinks against the source: rows,
+duplicates, gaps, per-merchant sums, the running totals against the ledger and the source, dead
+letters and prepared transactions left. Any discrepancy makes the command exit non-zero.
 """
 
 from __future__ import annotations
@@ -44,6 +46,29 @@ TABLE_DDL = (
     "CREATE TABLE public.ledger (order_id bigint NOT NULL, merchant text NOT NULL, "
     "amount_cents bigint NOT NULL, currency text NOT NULL, event_time timestamptz)"
 )
+TOTALS_DDL = (
+    "CREATE TABLE public.merchant_daily_volume (merchant text, day date, "
+    "volume_cents numeric(20, 0) NOT NULL, payments bigint NOT NULL, PRIMARY KEY (merchant, day))"
+)
+LEDGER_TOTALS = (
+    "SELECT merchant, (event_time AT TIME ZONE 'UTC')::date::text, sum(amount_cents), count(*) "
+    "FROM public.ledger GROUP BY 1, 2"
+)
+STORED_TOTALS = (
+    "SELECT merchant, day::text, volume_cents, payments FROM public.merchant_daily_volume"
+)
+
+
+def day_of(order_id: int) -> str:
+    """The day of an order's event time (``generate``), as the totals table keys it."""
+    return f"2026-11-{1 + order_id % 28:02d}"
+
+
+def create_tables(dsn: str) -> None:
+    """The demo's two sinks: the ledger and the per-merchant daily totals."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(TABLE_DDL)
+        conn.execute(TOTALS_DDL)
 
 
 def say(message: str) -> None:
@@ -77,7 +102,7 @@ def generate(folder: Path, events: int, seed: int) -> Source:
                 "merchant": merchant,
                 "amount_cents": amount,
                 "currency": "EUR",
-                "event_time": f"2026-11-{1 + order_id % 28:02d}T10:00:00Z",
+                "event_time": f"{day_of(order_id)}T10:00:00Z",
             }
             truth.valid[order_id] = (merchant, amount)
             lines.append(json.dumps(event))
@@ -106,7 +131,8 @@ def generate(folder: Path, events: int, seed: int) -> Source:
 
 
 def pipeline_yaml(work: Path) -> str:
-    """The demo pipeline: JSON files -> SQL -> PostgreSQL append, exactly once."""
+    """The demo pipeline: JSON files -> SQL -> a PostgreSQL ledger (append) and per-merchant
+    daily totals (accumulate), exactly once."""
     return f"""apiVersion: eo.dev/v1alpha1
 kind: ExactlyOncePipeline
 metadata: {{name: orders-ledger, namespace: demo}}
@@ -124,6 +150,14 @@ spec:
   sinks:
     - name: ledger
       postgres: {{dsn: {{env: EO_DEMO_DSN}}, table: public.ledger, writerPartitions: 2}}
+    - name: daily
+      transform:
+        sql: "SELECT merchant, to_date(event_time) AS day,
+          CAST(sum(amount_cents) AS DECIMAL(20, 0)) AS volume_cents, count(*) AS payments
+          FROM source GROUP BY merchant, to_date(event_time)"
+      postgres: {{dsn: {{env: EO_DEMO_DSN}}, table: public.merchant_daily_volume,
+                 mode: accumulate, keyColumns: [merchant, day],
+                 addColumns: [volume_cents, payments], writerPartitions: 2}}
   checkpoint: {{location: {work / "checkpoint"}, triggerIntervalSeconds: 0}}
   driver: {{cores: 2, memory: 1g}}
 """  # noqa: S608 (a YAML document that contains SQL text, not a query)
@@ -235,10 +269,30 @@ def run_recovery(dsn: str, epoch: int) -> None:
     )
 
 
+Totals = dict[tuple[str, str], tuple[int, int]]
+"""(merchant, day) -> (volume in cents, payments)."""
+
+
+def source_totals(truth: Source) -> Totals:
+    """The running totals the generated stream must end with."""
+    totals: Counter[tuple[str, str]] = Counter()
+    payments: Counter[tuple[str, str]] = Counter()
+    for order_id, (merchant, amount) in truth.valid.items():
+        totals[(merchant, day_of(order_id))] += amount
+        payments[(merchant, day_of(order_id))] += 1
+    return {key: (totals[key], payments[key]) for key in payments}
+
+
+def _totals(conn: psycopg.Connection[Any], query: str) -> Totals:
+    return {(r[0], r[1]): (int(r[2]), int(r[3])) for r in conn.execute(query).fetchall()}
+
+
 def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, int]], bool]:
-    """Sink vs source; returns the table rows and whether everything matched."""
+    """Sinks vs source; returns the table rows and whether everything matched."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute("SELECT order_id, merchant, amount_cents FROM public.ledger").fetchall()
+        stored = _totals(conn, STORED_TOTALS)
+        from_ledger = _totals(conn, LEDGER_TOTALS)
         dead = conn.execute(
             "SELECT count(*), count(DISTINCT raw) FROM public.ledger_dead_letter"
         ).fetchone()
@@ -258,6 +312,9 @@ def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, i
     mismatches = sum(
         1 for m in source_sums.keys() | sink_sums.keys() if source_sums[m] != sink_sums[m]
     )
+    expected = source_totals(truth)
+    off_ledger = len({key for key, _ in stored.items() ^ from_ledger.items()})
+    off_source = len({key for key, _ in stored.items() ^ expected.items()})
     dead_letters = int(dead[0]) if dead else 0
     prepared_left = int(left[0]) if left else -1
     table = [
@@ -268,6 +325,9 @@ def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, i
         ("duplicates", duplicates),
         ("missing", missing),
         ("per-merchant sum mismatches", mismatches),
+        ("merchant-day totals", len(stored)),
+        ("totals unlike the ledger's", off_ledger),
+        ("totals unlike the source's", off_source),
         ("dead letters", dead_letters),
         ("prepared transactions left", prepared_left),
         ("epochs used", len(epochs)),
@@ -279,6 +339,8 @@ def audit(dsn: str, truth: Source, epochs: list[int]) -> tuple[list[tuple[str, i
         and prepared_left == 0
         and dead_letters == truth.malformed
         and len(rows) == len(truth.valid)
+        and off_ledger == 0
+        and off_source == 0
     )
     return table, ok
 
@@ -293,6 +355,10 @@ def print_table(table: list[tuple[str, int]], epochs: list[int], ok: bool) -> No
         print(f"{key:<{width}}  {value:>9}")
     print(f"{'-' * width}  {'-' * 9}")
     print(f"epochs: {', '.join(map(str, epochs))}")
+    found = dict(table)
+    keys = found["merchant-day totals"]
+    matching = keys - found["totals unlike the ledger's"]
+    print(f"totals match the ledger: {matching} of {keys} keys")
     print("RESULT: exactly once" if ok else "RESULT: MISMATCH (see the rows above)")
 
 
@@ -308,8 +374,7 @@ def demo(events: int, seed: int, workdir: Path | None) -> int:
     server.start()
     try:
         dsn = server.create_database("shop")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(TABLE_DDL)
+        create_tables(dsn)
         say(f"generating {events:,} order events in {FILES} files (with malformed lines)")
         truth = generate(work / "orders", events, seed)
         spec = work / "pipeline.yaml"
