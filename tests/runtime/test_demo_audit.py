@@ -45,7 +45,9 @@ def test_totals_equal_to_the_ledger_and_the_source_pass_and_are_said(
     assert "totals match the ledger: 6 of 6 keys" in out and "RESULT: exactly once" in out
 
 
-def test_a_total_a_replay_added_twice_fails_the_audit(pg_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_total_a_replay_added_twice_fails_the_audit(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     truth = _source()
     _fill(pg_dsn, truth)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
