@@ -48,6 +48,7 @@ from bench import copy_ceiling, data, kafka_input, protocol, recovery, runner
 from bench.variants import (
     BY_NAME,
     REPO,
+    TOTALS_TABLE,
     VARIANTS,
     Shape,
     Variant,
@@ -90,6 +91,9 @@ RATIOS = (
     ("eo_copy", "copy"),
 )
 """JSON key -> the variant exactly-once's rows/s is divided by."""
+TOTALS_RATIO = "totals_eo"
+"""JSON key of the accumulate variant's rows/s over exactly-once's: what a running-totals sink
+beside the ledger costs (issue 30)."""
 RATIO_LABELS = {
     "eo_alo": "EO/ALO",
     "eo_jdbc": "EO/JDBC",
@@ -337,6 +341,8 @@ def measure(
     database = f"{size.name}_{folder.name}".replace("-", "_")
     dsn = server.create_database(database)
     data.create_table(dsn, variant.table, key=variant.mode == "upsert")
+    if variant.totals:
+        data.create_totals_table(dsn, TOTALS_TABLE)
     load = os.getloadavg()[0]
     if variant.spark:
         spec = pipeline_file(folder, variant, shape)
@@ -366,10 +372,18 @@ def measure(
         steady=run.steady_after(size.warmup),
         batch_seconds=tuple(b.seconds for b in run.batches),
         protocol_ms=tuple(b.protocol_ms for b in run.batches if b.protocol_ms is not None),
-        audit=data.audit(dsn, variant.table, size.events) if variant.writes else None,
+        audit=_audit(dsn, variant, size) if variant.writes else None,
         load=load,
         log=str(run.log),
     )
+
+
+def _audit(dsn: str, variant: Variant, size: Size) -> data.Audit:
+    """The table against the events; the accumulate variant's totals against the table."""
+    found = data.audit(dsn, variant.table, size.events)
+    if not variant.totals:
+        return found
+    return replace(found, totals_wrong=data.totals_wrong(dsn, TOTALS_TABLE, variant.table))
 
 
 def _rate(rows: float, seconds: float) -> float:
@@ -414,7 +428,7 @@ def summarize(size: Size, variant: str, runs: list[Measured]) -> dict[str, Any]:
         "decide_commit_p50_ms": runner.percentile(protocol_ms, 0.50) if protocol_ms else None,
         "duplicates": max((a.duplicates for a in audits), default=None),
         "missing": max((a.missing for a in audits), default=None),
-        "wrong": max((a.wrong + a.unexpected for a in audits), default=None),
+        "wrong": max((a.wrong + a.unexpected + a.totals_wrong for a in audits), default=None),
         "in_doubt": max((a.in_doubt for a in audits), default=None),
         "exact": all(a.exact for a in audits) if audits else None,
         "load_1m": statistics.mean(r.load for r in runs),
@@ -425,10 +439,13 @@ def ratios(rows: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     """exactly-once's rate over each baseline's (``key``: ``rows_per_s`` or ``..._whole``)."""
     by = {row["variant"]: row[key] for row in rows}
     eo = by.get("exactly-once")
-    return {
+    found = {
         name: (eo / by[other] if eo is not None and by.get(other) else None)
         for name, other in RATIOS
     }
+    totals = by.get("accumulate")
+    found[TOTALS_RATIO] = totals / eo if totals is not None and eo else None
+    return found
 
 
 TARGETS = (
@@ -721,6 +738,7 @@ def print_report(doc: dict[str, Any]) -> None:
                 f"{RATIO_LABELS[name]} {_cell(steady[name])}; {_cell(whole[name])}"
                 for name, _ in RATIOS
             )
+            + f", ledger+totals/EO {_cell(steady[TOTALS_RATIO])}; {_cell(whole[TOTALS_RATIO])}"
         )
     phase2 = doc["protocol"]["phase2"]
     if phase2:

@@ -165,11 +165,22 @@ class Audit:
     wrong: int
     in_doubt: int
     """Prepared transactions left in the database (a finished exactly-once run leaves none)."""
+    totals_wrong: int = 0
+    """Running totals (the accumulate variant's second sink) unlike the table's own sums."""
 
     @property
     def exact(self) -> bool:
         """Every event exactly once, with its values, and nothing left prepared."""
-        return not any((self.duplicates, self.missing, self.unexpected, self.wrong, self.in_doubt))
+        return not any(
+            (
+                self.duplicates,
+                self.missing,
+                self.unexpected,
+                self.wrong,
+                self.in_doubt,
+                self.totals_wrong,
+            )
+        )
 
 
 def audit(dsn: str, table: str, events: int) -> Audit:
@@ -189,3 +200,35 @@ def audit(dsn: str, table: str, events: int) -> Audit:
         ).fetchone()
     assert row is not None
     return Audit(*(int(value) for value in row))
+
+
+TOTALS_DDL = sql.SQL(
+    "CREATE TABLE {} (merchant text, day date, volume_cents numeric(20, 0) NOT NULL, "
+    "payments bigint NOT NULL, PRIMARY KEY (merchant, day))"
+)
+TOTALS_WRONG = sql.SQL(
+    "SELECT count(*) FROM {totals} t FULL JOIN (SELECT merchant, "
+    "(created_at AT TIME ZONE 'UTC')::date AS day, sum(amount_cents) AS volume_cents, "
+    "count(*) AS payments FROM {table} GROUP BY 1, 2) l USING (merchant, day) "
+    "WHERE t.volume_cents IS DISTINCT FROM l.volume_cents "
+    "OR t.payments IS DISTINCT FROM l.payments"
+)
+"""Merchant-days whose running total differs from the sink table's own sums: with the table
+audited exact against the events, equal sums mean totals equal to the events'."""
+
+
+def create_totals_table(dsn: str, table: str) -> None:
+    """The accumulate variant's (empty) totals table."""
+    schema, _, name = table.partition(".")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(TOTALS_DDL.format(sql.Identifier(schema, name)))
+
+
+def totals_wrong(dsn: str, totals: str, table: str) -> int:
+    """Merchant-days of ``totals`` unlike ``table``'s sums (``TOTALS_WRONG``)."""
+    query = TOTALS_WRONG.format(
+        totals=sql.Identifier(*totals.split(".", 1)), table=sql.Identifier(*table.split(".", 1))
+    )
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query).fetchone()
+    return int(row[0]) if row else -1

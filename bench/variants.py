@@ -27,6 +27,14 @@ DSN_ENV = "BENCH_DSN"
 TABLE = "public.orders"
 KEYED_TABLE = "public.orders_by_id"
 """The upsert variant's table: ``order_id`` is its primary key (``ON CONFLICT`` needs one)."""
+TOTALS_TABLE = "public.merchant_daily_volume"
+"""The accumulate variant's second sink: per-merchant daily running totals."""
+TOTALS_SQL = (
+    "SELECT merchant, to_date(created_at) AS day, "
+    "CAST(sum(amount_cents) AS DECIMAL(20, 0)) AS volume_cents, count(*) AS payments "
+    "FROM source GROUP BY merchant, to_date(created_at)"
+)
+"""The totals sink's own query over each batch's rows (``sinks[].transform``)."""
 VERSIONS = REPO / "tools" / "jars" / "versions.properties"
 
 
@@ -42,6 +50,8 @@ class Variant:
     meaning: str
     mode: str = "append"
     """``append`` or ``upsert`` (keyed by ``order_id``)."""
+    totals: bool = False
+    """A second sink beside the table: per-merchant daily totals (``mode: accumulate``)."""
 
     @property
     def two_phase(self) -> bool:
@@ -83,6 +93,14 @@ VARIANTS = (
         "idempotent",
         "eo run, upsert by order_id: COPY into an unlogged staging table, INSERT ... ON CONFLICT",
         mode="upsert",
+    ),
+    Variant(
+        "accumulate",
+        "eo",
+        "exactly-once",
+        "exactly-once's ledger plus per-merchant daily totals (mode accumulate, the sink's own "
+        "GROUP BY) under the same decision",
+        totals=True,
     ),
     Variant(
         "spark-jdbc",
@@ -165,7 +183,7 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
             # The baselines borrow only source, sink table and Spark settings from this file.
             "guarantee": variant.guarantee if variant.kind == "eo" else "at-least-once",
             "source": _source(shape),
-            "sinks": [{"name": "orders", "postgres": postgres}],
+            "sinks": [{"name": "orders", "postgres": postgres}, *_totals_sinks(variant, shape)],
             "checkpoint": {
                 "location": str(folder / "checkpoint"),
                 "triggerIntervalSeconds": shape.trigger_seconds,
@@ -176,6 +194,26 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     path = folder / "pipeline.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def _totals_sinks(variant: Variant, shape: Shape) -> list[dict[str, object]]:
+    """The accumulate variant's totals sink (none for the others)."""
+    if not variant.totals:
+        return []
+    return [
+        {
+            "name": "daily",
+            "transform": {"sql": TOTALS_SQL},
+            "postgres": {
+                "dsn": {"env": DSN_ENV},
+                "table": TOTALS_TABLE,
+                "mode": "accumulate",
+                "keyColumns": ["merchant", "day"],
+                "addColumns": ["volume_cents", "payments"],
+                "writerPartitions": shape.partitions,
+            },
+        }
+    ]
 
 
 def pgjdbc_version() -> str:
