@@ -36,7 +36,7 @@ from eo_jobs.protocol.retention import forget_audited, record_audited
 from eo_jobs.spec.models import Pipeline
 from eo_operator.audit_metrics import AuditMetrics
 from eo_operator.kube import Kube
-from eo_operator.status import conditions
+from eo_operator.status import conditions, parse_time
 
 log = logging.getLogger("eo.operator")
 
@@ -76,7 +76,7 @@ class ContinuousAudit:
             return
         saved = status.get("audit") or {}
         now = self.clock()
-        last = _time(saved.get("lastPassTime"))
+        last = parse_time(saved.get("lastPassTime"))
         interval = settings.interval_seconds or self.default_interval
         if last is not None and (now - last).total_seconds() < interval:
             return
@@ -176,9 +176,10 @@ def _latched(
     kept: Mapping[str, Any] | None, obj: dict[str, Any], result: AuditResult, now: datetime
 ) -> dict[str, Any] | None:
     """The violation to show: the kept one unless acknowledged since, else this pass's first."""
-    acknowledged = _time((obj["metadata"].get("annotations") or {}).get(ACK_ANNOTATION))
+    acknowledged = parse_time((obj["metadata"].get("annotations") or {}).get(ACK_ANNOTATION))
     if kept and not (
-        acknowledged is not None and acknowledged >= (_time(kept.get("detectedAt")) or acknowledged)
+        acknowledged is not None
+        and acknowledged >= (parse_time(kept.get("detectedAt")) or acknowledged)
     ):
         return dict(kept)
     first = result.first_violation()
@@ -213,12 +214,3 @@ def _clean_message(
         f"no violation: {total} batches audited{upto} ({result.batches} in the last pass); "
         f"ran: {checks}{skipped}"
     )
-
-
-def _time(value: Any) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -14,10 +14,15 @@ from eo_operator.blockers import DRIVER, FENCE, REASONS, SINK
 from eo_operator.planner import NODE_DISRUPTION, Blocked, Failure, Memory, Observation, Phase
 
 
-def _time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 time of a status field or annotation; None when absent or not a time (a
+    hand-edited status or annotation must not stop the reconcile)."""
     if not value:
         return None
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -34,9 +39,9 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         phase=phase,
         epoch=status.get("epoch"),
         restarts=int(status.get("restarts") or 0),
-        last_failure=_time(status.get("lastFailureTime")),
-        backoff_until=_time(status.get("backoffUntil")),
-        last_launch=_time(status.get("lastLaunchTime")),
+        last_failure=parse_time(status.get("lastFailureTime")),
+        backoff_until=parse_time(status.get("backoffUntil")),
+        last_launch=parse_time(status.get("lastLaunchTime")),
         failed_generation=status.get("failedGeneration"),
         recovered_epoch=status.get("recoveredEpoch"),
         reason=status.get("reason") or "",
@@ -59,7 +64,7 @@ def _blocked(conds: list[dict[str, Any]]) -> Blocked | None:
                 condition=str(cond["type"]),
                 reason=str(cond["reason"]),
                 message=str(cond.get("message") or ""),
-                since=_time(cond.get("lastTransitionTime")) or datetime.now(UTC),
+                since=parse_time(cond.get("lastTransitionTime")) or datetime.now(UTC),
             )
     return None
 
@@ -72,7 +77,7 @@ def _failure(recorded: Any) -> Failure | None:
         reason=str(recorded.get("reason") or ""),
         exit_code=recorded.get("exitCode"),
         message=str(recorded.get("message") or ""),
-        time=_time(recorded.get("time")) or datetime.now(UTC),
+        time=parse_time(recorded.get("time")) or datetime.now(UTC),
     )
 
 

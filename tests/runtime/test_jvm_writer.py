@@ -336,41 +336,63 @@ UPSERT_BATCHES = (
 )
 
 
+def _twin_tables(dsn: str, ddl: str, seed: str) -> None:
+    """``public.NAME`` and ``public.NAME_py`` (``ddl`` formatted with each name), both holding
+    ``seed``, for the JVM and the Python writer to end alike; and eo's schema for the stages."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in ("", "_py"):
+            conn.execute(ddl.format(table))
+            conn.execute(seed.format(table))
+        ensure_schema(conn)  # the staging tables live in schema eo
+
+
+def _through_both_writers(
+    spark: SparkSession, make: Any, queries: list[str], columns: tuple[str, ...]
+) -> list[int]:
+    """Each query's rows written by the JVM writer into ``make("")``'s table and by the Python
+    writer into ``make("_py")``'s; the JVM writer's row count of each batch."""
+    jvm = _jvm(make(""))
+    counts = []
+    for query in queries:
+        frame = spark.sql(query).coalesce(1)
+        results = jvm.run(frame, _task(jvm.writer, two_phase=False), list(columns))
+        assert results is not None
+        counts.append(results[0][2])
+        python = make("_py")
+        ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, columns, 5)
+    return counts
+
+
 def test_an_upsert_ends_as_the_python_writer_s_and_counts_the_rows_it_merged(
     spark: SparkSession, pg_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for table in ("accounts", "accounts_py"):
-            conn.execute(
-                f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, balance bigint, "
-                "version bigint)"
-            )
-            conn.execute(f"INSERT INTO public.{table} VALUES (4, 39, 0), (6, 60, 9)")
-        ensure_schema(conn)  # the staging tables live in schema eo
+    _twin_tables(
+        pg_dsn,
+        "CREATE TABLE public.accounts{} (id bigint PRIMARY KEY, balance bigint, version bigint)",
+        "INSERT INTO public.accounts{} VALUES (4, 39, 0), (6, 60, 9)",
+    )
     columns = ("id", "balance", "version")
 
-    def upsert(table: str) -> PostgresWriter:
+    def upsert(suffix: str) -> PostgresWriter:
         return PostgresWriter(
             dsn=pg_dsn,
-            table=f"public.{table}",
+            table=f"public.accounts{suffix}",
             columns=columns,
             mode="upsert",
             key_columns=("id",),
             version_column="version",
         )
 
-    jvm = _jvm(upsert("accounts"))
-    merged = []
-    for values in UPSERT_BATCHES:
-        frame = spark.sql(
-            f"SELECT CAST(id AS BIGINT) id, CAST(balance AS BIGINT) balance, "
+    merged = _through_both_writers(
+        spark,
+        upsert,
+        [
+            "SELECT CAST(id AS BIGINT) id, CAST(balance AS BIGINT) balance, "
             f"CAST(version AS BIGINT) version FROM VALUES {values} AS t(id, balance, version)"
-        ).coalesce(1)
-        results = jvm.run(frame, _task(jvm.writer, two_phase=False), list(columns))
-        assert results is not None
-        merged.append(results[0][2])
-        python = upsert("accounts_py")
-        ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, columns, 5)
+            for values in UPSERT_BATCHES
+        ],
+        columns,
+    )
 
     table = _rows(pg_dsn, "SELECT * FROM accounts ORDER BY id")
     assert table == _rows(pg_dsn, "SELECT * FROM accounts_py ORDER BY id")
@@ -383,38 +405,33 @@ def test_an_upsert_ends_as_the_python_writer_s_and_counts_the_rows_it_merged(
 def test_accumulate_adds_as_the_python_writer_does_and_counts_the_keys_it_wrote(
     spark: SparkSession, pg_dsn: str
 ) -> None:
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        for table in ("sums", "sums_py"):
-            conn.execute(
-                f"CREATE TABLE public.{table} (id bigint PRIMARY KEY, cents numeric(20,0), "
-                "n bigint)"
-            )
-            conn.execute(f"INSERT INTO public.{table} VALUES (4, 39, 1), (6, NULL, 2)")
-        ensure_schema(conn)  # the staging tables live in schema eo
+    _twin_tables(
+        pg_dsn,
+        "CREATE TABLE public.sums{} (id bigint PRIMARY KEY, cents numeric(20,0), n bigint)",
+        "INSERT INTO public.sums{} VALUES (4, 39, 1), (6, NULL, 2)",
+    )
     columns = ("id", "cents", "n")
 
-    def accumulate(table: str) -> PostgresWriter:
+    def accumulate(suffix: str) -> PostgresWriter:
         return PostgresWriter(
             dsn=pg_dsn,
-            table=f"public.{table}",
+            table=f"public.sums{suffix}",
             columns=columns,
             mode="accumulate",
             key_columns=("id",),
             add_columns=("cents", "n"),
         )
 
-    jvm = _jvm(accumulate("sums"))
-    written = []
-    for values in ("(1, 10), (1, 11), (4, 1), (6, 5)", "(1, 9000000000000000000), (2, 2)"):
-        frame = spark.sql(
-            "SELECT CAST(id AS BIGINT) id, CAST(cents AS DECIMAL(20,0)) cents, CAST(1 AS BIGINT) n "
-            f"FROM VALUES {values} AS t(id, cents)"
-        ).coalesce(1)
-        results = jvm.run(frame, _task(jvm.writer, two_phase=False), list(columns))
-        assert results is not None
-        written.append(results[0][2])
-        python = accumulate("sums_py")
-        ArrowWriteJob(arrow_task_writer(_task(python, two_phase=False))).run(frame, columns, 5)
+    written = _through_both_writers(
+        spark,
+        accumulate,
+        [
+            "SELECT CAST(id AS BIGINT) id, CAST(cents AS DECIMAL(20,0)) cents, "
+            f"CAST(1 AS BIGINT) n FROM VALUES {values} AS t(id, cents)"
+            for values in ("(1, 10), (1, 11), (4, 1), (6, 5)", "(1, 9000000000000000000), (2, 2)")
+        ],
+        columns,
+    )
 
     table = _rows(pg_dsn, "SELECT id, cents::text, n FROM sums ORDER BY id")
     assert table == _rows(pg_dsn, "SELECT id, cents::text, n FROM sums_py ORDER BY id")

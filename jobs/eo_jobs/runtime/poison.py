@@ -51,25 +51,26 @@ def unstorable_reason(
             )
         if name in key_columns:
             reasons.append(
-                F.when(
-                    F.col(name).isNull(),
-                    F.lit(
-                        f"upsert key column {name} is NULL: a unique index never matches NULL, "
-                        "so the row would be inserted again by every batch"
-                    ),
+                _when_null(
+                    name,
+                    f"upsert key column {name} is NULL: a unique index never matches NULL, "
+                    "so the row would be inserted again by every batch",
                 )
             )
         if name in add_columns:
             reasons.append(
-                F.when(
-                    F.col(name).isNull(),
-                    F.lit(
-                        f"accumulate column {name} is NULL: it would add nothing to the running "
-                        "total; give it a value in the query (e.g. coalesce) or filter the row"
-                    ),
+                _when_null(
+                    name,
+                    f"accumulate column {name} is NULL: it would add nothing to the running "
+                    "total; give it a value in the query (e.g. coalesce) or filter the row",
                 )
             )
     return F.coalesce(*reasons) if reasons else None
+
+
+def _when_null(name: str, reason: str) -> Column:
+    """``reason`` where column ``name`` is NULL, else NULL."""
+    return F.when(F.col(name).isNull(), F.lit(reason))
 
 
 def split_unstorable(
