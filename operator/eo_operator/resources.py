@@ -145,16 +145,17 @@ def _labels(pipeline: Pipeline) -> dict[str, str]:
 def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
     """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``).
 
-    Without ``spec.audit``, which only the operator reads: a driver pinned to an older job
-    image (``spec.driver.image``), whose spec model does not know the field, would refuse the
-    whole spec as having an unknown field.
+    Fields at their default are left out, and so is ``spec.audit``, which only the operator
+    reads: a driver pinned to an older job image (``spec.driver.image``) refuses a spec with a
+    field its model does not know, so a field added since (``sinks[].postgres.addColumns: []``)
+    must not reach it unless the pipeline sets it. The driver's model gives the defaults back.
     """
     document = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": pipeline.metadata.name, "namespace": pipeline.metadata.namespace},
         "spec": pipeline.spec.model_dump(
-            mode="json", by_alias=True, exclude_none=True, exclude={"audit"}
+            mode="json", by_alias=True, exclude_defaults=True, exclude={"audit"}
         ),
     }
     return {
