@@ -5,7 +5,9 @@ edge of the state machine is a unit test. The rules, in the order they are check
 
 | # | observation | plan |
 | --- | --- | --- |
-| 1 | spec invalid | phase Failed (InvalidSpec), stop the driver |
+| 1 | spec invalid, a driver Pending/Running | keep it on the last spec it started with; |
+|  |  | reason InvalidSpec, a warning event per new error |
+|  | spec invalid, no live driver | phase Failed (InvalidSpec) |
 | 2 | driver lost: its node not Ready past the node-lost | recover (fence), force-delete, restart |
 |  | grace, stuck Terminating, or phase Unknown | (counted once per lost pod; under suspend: |
 |  |  | no restart, no launch) |
@@ -340,29 +342,56 @@ def last_line(message: str) -> str:
     return lines[-1][:1000] if lines else ""
 
 
-def _decide(obs: Observation, rng: random.Random) -> Plan:
-    mem = obs.memory
-    pod = obs.driver
+def _last_good_spec(mem: Memory, message: str) -> Plan:
+    """Rule 1 with a live driver: an edit the API server took but eo refuses stops nothing.
 
+    The driver runs the spec it was launched with (its ConfigMap; no other is written until a
+    valid spec launches one), so it keeps the last good spec, as FKO's users have it; status
+    says SpecValid=False with the reason, and a warning event is sent per new error. A valid
+    edit later is a spec change like any (rule 6); a revert to the running spec is none.
+    """
+    kept = f"{message} (the driver keeps running the last valid spec it started with)"
+    actions = (
+        [_event("InvalidSpec", kept, warning=True)]
+        if mem.reason != "InvalidSpec" or mem.message != kept
+        else []
+    )
+    return Plan(replace(mem, reason="InvalidSpec", message=kept), actions, requeue_seconds=30.0)
+
+
+def _invalid(obs: Observation) -> Plan:
+    """Rule 1: the spec is invalid."""
+    mem, pod = obs.memory, obs.driver
+    message = obs.spec_error or "invalid spec"
+    if pod is not None and pod.deleting_since is None and not pod.terminated:
+        return _last_good_spec(mem, message)
+    failed = replace(
+        mem,
+        phase=Phase.FAILED,
+        reason="InvalidSpec",
+        message=message,
+        failed_generation=obs.generation,
+    )
+    actions = (
+        [_event("InvalidSpec", message, warning=True)]
+        if mem.reason != "InvalidSpec" or mem.failed_generation != obs.generation
+        else []
+    )
+    if pod is not None and pod.deleting_since is None:
+        actions.append(Action(Kind.DELETE_POD, pod=pod.name, reason="InvalidSpec"))
+    return Plan(failed, actions, requeue_seconds=30.0)
+
+
+def _decide(obs: Observation, rng: random.Random) -> Plan:
     # 1. invalid spec
     if obs.spec is None:
-        message = obs.spec_error or "invalid spec"
-        failed = replace(
-            mem,
-            phase=Phase.FAILED,
-            reason="InvalidSpec",
-            message=message,
-            failed_generation=obs.generation,
-        )
-        actions = (
-            [_event("InvalidSpec", message, warning=True)]
-            if mem.reason != "InvalidSpec" or mem.failed_generation != obs.generation
-            else []
-        )
-        if pod is not None and pod.deleting_since is None:
-            actions.append(Action(Kind.DELETE_POD, pod=pod.name, reason="InvalidSpec"))
-        return Plan(failed, actions, requeue_seconds=30.0)
+        return _invalid(obs)
     spec = obs.spec
+    if obs.memory.reason == "InvalidSpec" and obs.memory.phase is not Phase.FAILED:
+        # Valid again, the driver kept running: rule 6 takes the edit from here.
+        obs = replace(obs, memory=replace(obs.memory, reason="", message=""))
+    mem = obs.memory
+    pod = obs.driver
 
     # 2. a driver we cannot trust to be dead: fence before anything else
     lost = _lost_because(pod, obs) if pod is not None else ""

@@ -265,13 +265,44 @@ def test_resuming_relaunches_with_the_epoch_reserved_by_the_suspend() -> None:
     assert [a.epoch for a in result.actions if a.kind is Kind.LAUNCH] == [2]
 
 
-def test_an_invalid_spec_fails_with_a_warning_event_once_and_stops_the_driver() -> None:
-    result = plan(_obs(Memory(phase=Phase.RUNNING, epoch=1), _pod(), invalid=True))
+def test_an_invalid_spec_without_a_live_driver_fails_with_a_warning_event_once() -> None:
+    result = plan(_obs(Memory(phase=Phase.BACKOFF, epoch=1), None, invalid=True))
     assert result.memory.phase is Phase.FAILED and result.memory.reason == "InvalidSpec"
-    assert _kinds(result) == [Kind.EVENT, Kind.DELETE_POD]
+    assert _kinds(result) == [Kind.EVENT]
     assert result.actions[0].warning
     again = plan(_obs(result.memory, None, invalid=True))
     assert again.actions == []
+
+
+def test_an_invalid_edit_keeps_the_running_driver_on_its_last_good_spec_and_says_so() -> None:
+    """Issue 32 item 3 (review operator-2 N3): an edit the API server accepts but eo refuses
+    used to stop the running driver (rule 1); the driver now keeps the spec it started with."""
+    running = Memory(phase=Phase.RUNNING, epoch=1)
+    result = plan(_obs(running, _pod(), invalid=True, annotation=1, generation=2))
+    assert result.memory.phase is Phase.RUNNING and result.memory.reason == "InvalidSpec"
+    assert "keeps running the last valid spec" in result.memory.message
+    assert _kinds(result) == [Kind.EVENT] and result.actions[0].warning
+    # The next pass says nothing new; another wrong edit gets its own event.
+    again = plan(_obs(result.memory, _pod(), invalid=True, annotation=1, generation=2))
+    assert again.actions == [] and again.memory.phase is Phase.RUNNING
+    other = replace(_obs(result.memory, _pod(), invalid=True, annotation=1), spec_error="y: bad")
+    assert _kinds(plan(other)) == [Kind.EVENT]
+
+
+def test_a_valid_spec_again_clears_the_reason_and_restarts_only_if_it_differs() -> None:
+    kept = Memory(phase=Phase.RUNNING, epoch=1, reason="InvalidSpec", message="x")
+    reverted = plan(_obs(kept, _pod(spec_hash="h1"), annotation=1, spec_hash="h1"))
+    assert reverted.actions == [] and reverted.memory.reason == "Running"
+    edited = plan(_obs(kept, _pod(spec_hash="h1"), annotation=1, spec_hash="h2"))
+    assert edited.memory.phase is Phase.STOPPING  # rule 6: a batch-boundary restart
+    assert Kind.DELETE_POD in _kinds(edited)
+
+
+def test_an_invalid_spec_still_stops_nothing_but_a_driver_that_already_exited() -> None:
+    running = Memory(phase=Phase.RUNNING, epoch=1, reason="InvalidSpec", message="x")
+    exited = _pod(phase="Failed", epoch=1, exit_code=1)
+    result = plan(_obs(running, exited, invalid=True, annotation=1))
+    assert result.memory.phase is Phase.FAILED
 
 
 def test_a_leftover_pod_of_an_older_epoch_is_deleted() -> None:

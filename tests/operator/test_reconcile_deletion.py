@@ -141,7 +141,8 @@ def test_deleting_after_an_edit_to_an_invalid_spec_recovers_with_the_last_launch
         time.sleep(1)
     assert scene.control().fence_epoch(scene.key) == 1
     # An edit the CRD accepts but the operator cannot run (an env reference on Kubernetes):
-    # rule 1 stops the driver, whose grace may expire mid-batch with a prepared transaction.
+    # the driver keeps its last valid spec (rule 1), and deleting the pipeline then stops it,
+    # whose grace may expire mid-batch with a prepared transaction.
     first = {
         "name": "ledger",
         "postgres": {
@@ -152,8 +153,14 @@ def test_deleting_after_an_edit_to_an_invalid_spec_recovers_with_the_last_launch
     local = {"name": "audit", "postgres": {"dsn": {"env": "AUDIT_DSN"}, "table": "public.a"}}
     sinks = [first, local]
     scene.apply(metadata={"finalizers": [HOLD]}, suspend=False, sinks=sinks)
+    running = scene.pods()
     scene.reconcile()
-    assert scene.get()["status"]["reason"] == "InvalidSpec"
+    status = scene.get()["status"]
+    assert status["reason"] == "InvalidSpec" and status["phase"] != "Failed", status
+    spec_valid = next(c for c in status["conditions"] if c["type"] == "SpecValid")
+    assert spec_valid["status"] == "False" and "spec.sinks[1].postgres.dsn" in spec_valid["message"]
+    assert "InvalidSpec" in scene.events()
+    assert scene.pods() == running  # not stopped
     _delete(scene)
     message = scene.reconciler.finalize(scene.namespace, NAME)
     assert "nothing to resolve" not in message
