@@ -34,6 +34,13 @@ def _reconcile_until(scene: Scene, what: str, done: Any, timeout: float) -> None
         time.sleep(1)
 
 
+def _bound(scene: Scene, epoch: str, what: str) -> None:
+    """Reconcile until the driver of ``epoch`` is bound to a node (its pod has a nodeName)."""
+    _reconcile_until(
+        scene, what, lambda: (_drivers(scene).get(epoch) or {}).get("spec", {}).get("nodeName"), 60
+    )
+
+
 def _node_healthy(scene: Scene, node: str) -> bool:
     doc = json.loads(scene.cluster.kubectl("get", "node", node, "-o", "json").stdout)
     ready = [c["status"] for c in doc["status"].get("conditions", []) if c["type"] == "Ready"]
@@ -46,12 +53,7 @@ def test_a_driver_whose_node_goes_silent_is_replaced_on_another_node_after_the_g
     scene, cluster = reconcile_scene, reconcile_scene.cluster
     scene.reconciler.settings.node_lost_grace_seconds = GRACE_SECONDS
     scene.apply(suspend=False, driver={"image": "registry.invalid/eo-job:never"})
-    _reconcile_until(
-        scene,
-        "the driver bound to the first node",
-        lambda: (_drivers(scene).get("1") or {}).get("spec", {}).get("nodeName"),
-        60,
-    )
+    _bound(scene, "1", "the driver bound to the first node")
     first = _drivers(scene)["1"]
     assert first["spec"]["nodeName"] == cluster.node_name
     assert {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}.items() <= (
@@ -65,12 +67,7 @@ def test_a_driver_whose_node_goes_silent_is_replaced_on_another_node_after_the_g
             lambda: scene.get()["status"].get("reason") == "DriverLost" or "2" in _drivers(scene),
             NODE_MONITOR_GRACE_SECONDS + GRACE_SECONDS + 45,
         )
-        _reconcile_until(
-            scene,
-            "the relaunched driver bound to the other node",
-            lambda: (_drivers(scene).get("2") or {}).get("spec", {}).get("nodeName"),
-            60,
-        )
+        _bound(scene, "2", "the relaunched driver bound to the other node")
         status = scene.get()["status"]
         failure = status["lastFailure"]
         assert (failure["pod"], failure["reason"]) == (first["metadata"]["name"], "DriverLost")
@@ -101,12 +98,7 @@ def test_every_node_silent_at_once_holds_the_driver_instead_of_fencing_it(
     # does in a cluster. With 3 s the first node alone would be past it.
     scene.reconciler.settings.node_lost_grace_seconds = DISRUPTION_GRACE_SECONDS
     scene.apply(suspend=False, driver={"image": "registry.invalid/eo-job:never"})
-    _reconcile_until(
-        scene,
-        "the driver bound to the first node",
-        lambda: (_drivers(scene).get("1") or {}).get("spec", {}).get("nodeName"),
-        60,
-    )
+    _bound(scene, "1", "the driver bound to the first node")
     cluster.kubelet.partition()
     cluster.spare.partition()
     try:
