@@ -92,11 +92,11 @@ def check_contract(
                 )
             )
     problems.extend(_control_privileges(conn))
-    existing = {
-        r[0]
+    existing: dict[str, str] = {
+        r[0]: r[1]
         for r in conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 "
-            "AND NOT attisdropped",
+            "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute "
+            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
             (oid,),
         ).fetchall()
     }
@@ -118,7 +118,7 @@ def check_contract(
                 f"CREATE UNIQUE INDEX ON {table} ({keys})",
             )
         )
-    problems.extend(_inexact_sums(conn, oid, table, add_columns))
+    problems.extend(_inexact_sums(table, add_columns, existing))
     return problems
 
 
@@ -127,25 +127,19 @@ EXACT_SUM_TYPES = ("smallint", "integer", "bigint", "numeric")
 
 
 def _inexact_sums(
-    conn: psycopg.Connection[Any], oid: int, table: str, add_columns: Sequence[str]
+    table: str, add_columns: Sequence[str], types: dict[str, str]
 ) -> list[ContractProblem]:
-    """Add columns whose type cannot hold an exact running total (mode accumulate)."""
-    if not add_columns:
-        return []
-    rows = conn.execute(
-        "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute "
-        "WHERE attrelid = %s AND attname = ANY(%s) AND NOT attisdropped",
-        (oid, list(add_columns)),
-    ).fetchall()
+    """Add columns whose type (``types``: the table's, by column) cannot hold an exact running
+    total (mode accumulate); a missing one is reported as a missing column."""
     return [
         ContractProblem(
             "inexact-sum",
-            f"accumulate adds to {table}.{name}, of type {kind}: sums in it are not exact; "
-            f"make it one of {', '.join(EXACT_SUM_TYPES)} (ALTER TABLE {table} ALTER COLUMN "
-            f"{name} TYPE numeric)",
+            f"accumulate adds to {table}.{name}, of type {types[name]}: sums in it are not "
+            f"exact; make it one of {', '.join(EXACT_SUM_TYPES)} (ALTER TABLE {table} ALTER "
+            f"COLUMN {name} TYPE numeric)",
         )
-        for name, kind in rows
-        if kind not in EXACT_SUM_TYPES
+        for name in add_columns
+        if name in types and types[name] not in EXACT_SUM_TYPES
     ]
 
 
