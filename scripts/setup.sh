@@ -48,3 +48,10 @@ for extra in scripts/fetch-jars.sh scripts/build-writer.sh scripts/build-cluster
     "$extra"
   fi
 done
+
+# Last, once the Spark jars are in place: the class archive test drivers start from
+# (bench/fast_jvm.py; about 40 s once, then cached per JDK and Spark version).
+# Without it the tests pass all the same, only slower: a failed build warns, not stops.
+step "the Spark class archive for test drivers (built once, then cached)"
+.venv/bin/python -m bench.fast_jvm ||
+  echo "warning: no Spark class archive; test drivers start without it (slower)" >&2

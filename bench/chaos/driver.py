@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+from bench import fast_jvm
 
 
 class ChaosDriver:
@@ -28,7 +28,7 @@ class ChaosDriver:
             {
                 "CHAOS_DSN": dsn,
                 "EO_FAULT_FILE": str(fault_file),
-                "EO_SPARK_DRIVER_JAVA_OPTIONS": FAST_JVM,
+                "EO_SPARK_DRIVER_JAVA_OPTIONS": fast_jvm.java_options(),
                 "EO_LOG_LEVEL": "WARNING",
                 "PYSPARK_PYTHON": sys.executable,
             }

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from bench import fast_jvm
 from bench.chaos import audit as checks
 from bench.chaos.operator_faults import KINDS, NAME, NAMESPACE, OperatorChaos
 from bench.chaos.run import TABLES, Plan, Summary, fault_loop, wait_until_delivered
@@ -95,6 +96,8 @@ def manifest(work: Path, executors: int = 0) -> str:
             ],
             "checkpoint": {"location": str(data / "checkpoint"), "triggerIntervalSeconds": 1},
             "driver": driver,
+            # Drivers here live for seconds, as the harness's own (bench.fast_jvm).
+            "sparkConf": {"spark.driver.extraJavaOptions": fast_jvm.java_options()},
             **spec,
             # Every fault here is a failure the operator must recover from, without giving up.
             "restartPolicy": {

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import fast_jvm
 from tests.images import buildah
 from tests.runtime import harness
 
@@ -267,7 +268,7 @@ def test_the_job_image_runs_a_files_pipeline_into_postgres_exactly(
         path.chmod(0o777 if path.is_dir() else 0o666)
     env = {
         "TEST_DSN": pg_dsn,
-        "EO_SPARK_DRIVER_JAVA_OPTIONS": harness.FAST_JVM,
+        "EO_SPARK_DRIVER_JAVA_OPTIONS": fast_jvm.BASE,
         "EO_LOG_LEVEL": "INFO",
     }
     with buildah.container(job_image) as box:

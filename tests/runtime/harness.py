@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench import fast_jvm
 from eo_jobs.protocol.gid import pipeline_prefix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +24,6 @@ TABLE_DDL = (
     "CREATE TABLE IF NOT EXISTS public.orders (order_id bigint NOT NULL, merchant text, "
     "amount_cents bigint)"
 )
-FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 @dataclass
@@ -134,7 +134,7 @@ class Driver:
         env.update(
             {
                 "TEST_DSN": dsn,
-                "EO_SPARK_DRIVER_JAVA_OPTIONS": FAST_JVM,
+                "EO_SPARK_DRIVER_JAVA_OPTIONS": fast_jvm.java_options(),
                 "EO_LOG_LEVEL": "INFO",
                 **(extra_env or {}),
             }
