@@ -20,6 +20,7 @@ from bench.chaos.operator_faults import EXECUTOR_KINDS
 from bench.chaos.operator_faults import KINDS as OPERATOR_KINDS
 from bench.chaos.operator_mode import run_operator
 from bench.chaos.run import Plan, Summary, run
+from eo_jobs.audit import Check
 
 
 def _kubelet_can_mount() -> bool:
@@ -109,6 +110,9 @@ def print_summary(summary: Summary) -> None:
         ("records generated (valid)", summary.records),
         ("rows in the append sink", f.rows),
         ("dead letters", f.dead_letters),
+        ("eo audit passes (one after each fault)", summary.audit.passes),
+        ("  batches they audited", summary.audit.batches),
+        ("  passes that failed (a database down)", summary.audit.errors),
         ("wall time (s)", round(summary.seconds)),
     ]
     violations = summary.violations()
@@ -127,12 +131,15 @@ def print_summary(summary: Summary) -> None:
         "batches_decided_twice",
         "stalls",
         "duplicates_seen_during_run",
+        *(f"audit_{check}" for check in Check),
     ]
     rows += [("violations", sum(violations.values()))]
     rows += [(f"  {name}", violations.get(name, 0)) for name in checked]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value!s:>8}")
+    for reason in sorted(summary.audit.not_run):
+        print(f"eo audit did not run in full: {reason}")
     print(
         f"faults: {sum(summary.faults.values())}, kinds: {len(summary.faults)}, "
         f"batches: {f.batches}, violations: {sum(violations.values())}, seed: {summary.seed}"

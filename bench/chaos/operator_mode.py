@@ -23,6 +23,7 @@ import psycopg
 
 from bench import fast_jvm
 from bench.chaos import audit as checks
+from bench.chaos.continuous import ContinuousAudit, chaos_target
 from bench.chaos.operator_faults import KINDS, NAME, NAMESPACE, OperatorChaos
 from bench.chaos.run import TABLES, Plan, Summary, fault_loop, wait_until_delivered
 from bench.chaos.stream import CHUNK, CHUNK_SECONDS, SCHEMA, Stream, file_emitter
@@ -186,6 +187,7 @@ def run_operator(plan: Plan, work: Path) -> Summary:
         stream.start()
         cluster.kubectl("apply", "-f", "-", input=manifest(work, plan.executors))
         chaos.settle()
+        auditor = ContinuousAudit(chaos_target(f"{NAMESPACE}/{NAME}", dsn, data / "checkpoint"))
         done, outcomes, seen = fault_loop(
             plan,
             lambda kind: KINDS[kind](chaos),
@@ -193,6 +195,7 @@ def run_operator(plan: Plan, work: Path) -> Summary:
             dsn,
             chaos.epoch,
             started,
+            auditor,
         )
         stream.stop()
         chaos.disarm()
@@ -204,6 +207,7 @@ def run_operator(plan: Plan, work: Path) -> Summary:
         while chaos.driver_pod() is not None and time.monotonic() < deadline:
             time.sleep(1)
         time.sleep(5)  # the suspend's recovery resolves what the last driver left
+        auditor.finish()
         findings = checks.audit(dsn, stream.truth, checks.decided_batches(dsn))
         return Summary(
             seed=plan.seed,
@@ -215,4 +219,5 @@ def run_operator(plan: Plan, work: Path) -> Summary:
             duplicates_seen=seen,
             seconds=time.monotonic() - started,
             records=len(stream.truth.valid),
+            audit=auditor,
         )

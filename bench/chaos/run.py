@@ -16,6 +16,7 @@ from pathlib import Path
 import psycopg
 
 from bench.chaos import audit as checks
+from bench.chaos.continuous import ContinuousAudit, chaos_target
 from bench.chaos.driver import ChaosDriver
 from bench.chaos.faults import KINDS
 from bench.chaos.stream import (
@@ -190,10 +191,12 @@ class Summary:
     duplicates_seen: int
     seconds: float
     records: int
+    audit: ContinuousAudit
 
     def violations(self) -> dict[str, int]:
-        """Every non-zero violation count, by name."""
+        """Every non-zero violation count, by name: the harness's and eo's auditor's."""
         found = self.findings.violations()
+        found.update(self.audit.violations)
         if self.stalls:
             found["stalls"] = self.stalls
         if self.duplicates_seen:
@@ -244,6 +247,7 @@ def _run(
     stream.start()
     chaos.launch()
     chaos.settle()
+    auditor = ContinuousAudit(chaos_target("chaos/orders", dsn, work / "checkpoint"))
     done, outcomes, seen = fault_loop(
         plan,
         lambda kind: KINDS[kind](chaos),
@@ -251,12 +255,14 @@ def _run(
         dsn,
         lambda: f"epoch {chaos.epoch}",
         started,
+        auditor,
     )
     chaos.duplicates_seen = seen
     stream.stop()
     chaos.disarm()
     _drain(chaos, len(stream.truth.valid))
     chaos.driver.stop()
+    auditor.finish()
     decided = [batch for driver in chaos.drivers for batch in driver.decided]
     findings = checks.audit(dsn, stream.truth, decided)
     return Summary(
@@ -269,6 +275,7 @@ def _run(
         duplicates_seen=chaos.duplicates_seen,
         seconds=time.monotonic() - started,
         records=len(stream.truth.valid),
+        audit=auditor,
     )
 
 
@@ -279,9 +286,11 @@ def fault_loop(
     dsn: str,
     where: Callable[[], str],
     started: float,
+    auditor: ContinuousAudit,
 ) -> tuple[Counter[str], Counter[str], int]:
     """Faults until ``plan`` says stop: every kind once per round in a seeded random order,
-    each followed by ``settle`` (the pipeline must move again) and a duplicate check.
+    each followed by ``settle`` (the pipeline must move again), a duplicate check and a pass
+    of eo's own auditor.
     Returns faults by kind, outcomes, and the most duplicates seen at any check."""
     rng = random.Random(plan.seed)  # noqa: S311 - a reproducible choice of faults
     done: Counter[str] = Counter()
@@ -305,6 +314,7 @@ def fault_loop(
         )
         settle()
         seen = max(seen, checks.duplicates_so_far(dsn))
+        auditor.run_pass()
     return done, outcomes, seen
 
 

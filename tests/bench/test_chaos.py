@@ -52,6 +52,17 @@ def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
     assert match, last
     assert (int(match[1]), int(match[2])) == (len(KINDS), len(KINDS))
     assert int(match[3]) > len(KINDS)
+    # eo's own auditor ran after every fault and audited every decided batch (its violations
+    # are in the count above).
+    assert _row(result.stdout, "eo audit passes") >= len(KINDS)
+    assert _row(result.stdout, "batches they audited") >= int(match[3])
+
+
+def _row(out: str, name: str) -> int:
+    """A number from the summary table's row ``name``."""
+    found = re.search(rf"^\s*{re.escape(name)}[^\n]*?\s(\d+)$", out, re.M)
+    assert found, (name, out[-3000:])
+    return int(found[1])
 
 
 @pytest.mark.spark

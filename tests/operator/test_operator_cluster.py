@@ -51,6 +51,9 @@ def test_an_applied_pipeline_launches_a_driver_and_commits_every_record(scene: S
             for c in scene.status().get("conditions", [])
         ),
     )
+    # kubectl shows the verdict in its own column.
+    header, row = scene.cluster.kubectl("get", "eop", "-n", scene.namespace).stdout.splitlines()
+    assert row[header.index("AUDITED") :].split()[0] == "True", (header, row)
 
 
 def test_a_killed_driver_is_fenced_recovered_and_relaunched_with_a_higher_epoch(

@@ -47,7 +47,9 @@ def test_the_crd_carries_names_status_printer_columns_and_cel_rules() -> None:
     version = obj["spec"]["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"] if "priority" not in c]
-    assert columns == ["Phase", "Epoch", "Last batch", "Last commit", "Restarts", "Age"]
+    assert columns == [
+        "Phase", "Epoch", "Last batch", "Last commit", "Restarts", "Audited", "Age"
+    ]  # fmt: skip
     text = yaml.safe_dump(version)
     assert "mode upsert needs keyColumns" in text
     assert "set exactly one source" in text

@@ -55,6 +55,13 @@ PRINTER_COLUMNS = [
     {"name": "Last batch", "type": "integer", "jsonPath": ".status.lastBatchId"},
     {"name": "Last commit", "type": "date", "jsonPath": ".status.lastCommitTime"},
     {"name": "Restarts", "type": "integer", "jsonPath": ".status.restarts"},
+    # The continuous audit's verdict (True: no violation so far; False: latched until
+    # acknowledged), where people look first.
+    {
+        "name": "Audited",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Audited")].status',
+    },
     {"name": "Guarantee", "type": "string", "jsonPath": ".spec.guarantee", "priority": 1},
     {
         "name": "In doubt",
