@@ -102,9 +102,11 @@ def operator_cli(args: argparse.Namespace) -> int:
         with standby_liveness(args.liveness_port):
             elector.acquire()
         elector.keep_leading(_leadership_lost)
+    metrics.leading(True)  # a lost lease ends the process (_leadership_lost)
     try:
         return _run_kopf(args, kube, metrics, settings, standalone=elector is not None)
     finally:
+        metrics.leading(False)
         if elector is not None:
             elector.release()
 

@@ -316,6 +316,12 @@ class PipelineMetrics:
         for handler in HANDLERS:
             self._reconcile_duration.labels(handler)
             self._reconcile_errors.labels(handler)
+        self._leader = Gauge(
+            "eo_operator_leader",
+            "1 while this replica leads and reconciles, 0 while it waits as a standby (the "
+            "no-leader alert counts the replicas at 1).",
+            registry=registry,
+        )
         self._api_requests = Counter(
             "eo_operator_api_requests",
             "HTTP requests the operator's passes and deletions sent to the Kubernetes API "
@@ -486,6 +492,10 @@ class PipelineMetrics:
         """Count one finished recovery and how long it took."""
         self._recoveries.labels(namespace, pipeline).inc()
         self._recovery_duration.labels(namespace, pipeline).observe(seconds)
+
+    def leading(self, leads: bool) -> None:
+        """Whether this replica now leads (reconciles) or waits as a standby."""
+        self._leader.set(1 if leads else 0)
 
     def count_api_request(self, method: str) -> None:
         """Count one request to the Kubernetes API (``Kube``'s hook)."""

@@ -31,6 +31,7 @@ def _get(url: str) -> bytes:
 def operator_endpoint() -> Iterator[int]:
     """The operator's metrics for a broken, a stuck and a healthy pipeline, served over HTTP."""
     metrics = PipelineMetrics(CollectorRegistry())
+    metrics.leading(True)  # the leader's exposition (a standby's alone pages EoOperatorNotLeading)
     now = time.time()
     metrics.observe_health(
         "shop",

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import signal
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -57,6 +59,15 @@ def _started_leading(scene: Scene, operator: Operator) -> None:
     scene.until(f"{operator.identity} leads", lambda: _holder(scene) == operator.identity, 60)
 
 
+def _leads(operator: Operator) -> float:
+    """The operator's ``eo_operator_leader``, read from its metrics endpoint."""
+    url = f"http://127.0.0.1:{operator.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    (value,) = re.findall(r"^eo_operator_leader (\S+)$", text, flags=re.MULTILINE)
+    return float(value)
+
+
 def test_the_standby_finishes_a_recovery_the_killed_leader_started(scene: Scene) -> None:
     leader = scene.operator
     standby = Operator(leader.kubeconfig, leader.log_dir, identity="eo-operator-1", args=FAST)
@@ -70,6 +81,8 @@ def test_the_standby_finishes_a_recovery_the_killed_leader_started(scene: Scene)
         driver = scene.until("a running driver", scene.running_driver)
         scene.until("first rows", lambda: scene.rows() > 0)
         assert _holder(scene) == leader.identity
+        # Both serve metrics; only the leader says it leads (the no-leader alert's input).
+        assert (_leads(leader), _leads(standby)) == (1.0, 0.0)
         # The driver dies while no operator runs; the leader comes back (and takes the Lease
         # again) with a fault that SIGKILLs it between the fence and the launch of epoch 2,
         # and the standby comes back beside it.
@@ -93,6 +106,7 @@ def test_the_standby_finishes_a_recovery_the_killed_leader_started(scene: Scene)
         took = time.monotonic() - killed_at
         assert took <= 30, f"the standby launched epoch 2 {took:.1f} s after the leader died"
         assert _holder(scene) == standby.identity
+        assert _leads(standby) == 1.0
         assert _epoch(scene) == 2
         scene.until(
             "epoch 2 driver running",
