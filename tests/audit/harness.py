@@ -67,7 +67,7 @@ def totals_coordinator(dsn: str, epoch: int) -> Coordinator:
     return coord
 
 
-def _prepare_totals(coord: Coordinator, dsn: str, batch_id: int, task: int) -> Prepared:
+def prepare_totals(coord: Coordinator, dsn: str, batch_id: int, task: int) -> Prepared:
     """One writer task's participant of the totals sink: its amounts added per merchant."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
@@ -124,7 +124,7 @@ def drive(
             harness.prepare_task(coord, dsn, batch_id, task, rows) for task in range(TASKS)
         ]
         if totals:
-            prepared.extend(_prepare_totals(coord, dsn, batch_id, t) for t in range(TASKS))
+            prepared.extend(prepare_totals(coord, dsn, batch_id, t) for t in range(TASKS))
         ms = (time.perf_counter() - started) * 1000
         recorded = None if sums is None else sums(batch_id)
         coord.decide_and_commit(QUERY, batch_id, prepared, offsets(batch_id), ms, recorded)
