@@ -1,5 +1,6 @@
-"""Reading the evidence: the decision log from the control database, markers, prepared
-transactions and table counts from each sink database. Only reads.
+"""Reading the evidence: the decision log (with the sums recorded per batch) from the control
+database, markers, prepared transactions and table counts and sums from each sink database.
+Only reads.
 
 Every connection is opened read-only (``default_transaction_read_only``), so an auditor bug can
 never repair, and therefore never hide, what it was meant to find. Each database is read in
