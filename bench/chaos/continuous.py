@@ -24,14 +24,24 @@ MAX_BATCHES_PER_PASS = 500
 
 def chaos_target(pipeline: str, dsn: str, checkpoint: Path) -> AuditTarget:
     """The chaos pipeline's three sinks in one database; the ledger is append-only with eo as
-    its only writer (the harness writes nothing to it), so its count is checked too."""
+    its only writer (the harness writes nothing to it), so its count is checked too, and the
+    ledger's and the totals' sum columns (``sumColumns`` in the pipeline) are checked against
+    the sums each decision recorded."""
     return AuditTarget(
         pipeline,
         dsn,
         (
-            SinkTarget("ledger", dsn, "public.ledger", append_only=True),
+            SinkTarget(
+                "ledger", dsn, "public.ledger", append_only=True, sum_columns=("amount_cents",)
+            ),
             SinkTarget("latest", dsn, "public.latest"),
-            SinkTarget("totals", dsn, "public.merchant_totals"),
+            SinkTarget(
+                "totals",
+                dsn,
+                "public.merchant_totals",
+                sum_columns=("volume_cents", "orders"),
+                accumulates=True,
+            ),
         ),
         checkpoint=str(checkpoint),
     )

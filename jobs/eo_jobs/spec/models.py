@@ -976,6 +976,9 @@ class AuditPosition(Model):
     """Streaming query (gid token) -> last audited batch."""
     table_rows: dict[str, int] = Field(default_factory=dict)
     """Sink -> table rows the audited batches account for (the count check's baseline)."""
+    table_sums: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Sink -> sum column -> the table's sum (decimal text) the audited batches account for
+    (the sum check's baseline, ``sinks[].postgres.sumColumns``)."""
 
 
 class AuditViolation(Model):
