@@ -61,6 +61,8 @@ class ContinuousAudit:
     """New violations by check; one reported again by a later pass counts once."""
     not_run: set[str] = field(default_factory=set)
     """Checks that did not run (or ran in part) in some pass, with the reason."""
+    ran: set[str] = field(default_factory=set)
+    """Checks that ran in full over some subject in some pass."""
     _seen: set[tuple[str, int | None, str | None, str]] = field(default_factory=set)
 
     def run_pass(self) -> AuditResult | None:
@@ -75,6 +77,7 @@ class ContinuousAudit:
         self.batches += result.batches
         self.position = result.end
         self.not_run |= {f"{c.check} {c.subject}: {c.detail}" for c in result.not_run()}
+        self.ran |= {str(c.check) for c in result.checks if c not in result.not_run()}
         for violation in result.violations:
             if self._new(violation):
                 self.violations[f"audit_{violation.check}"] += 1
