@@ -4,6 +4,7 @@ position, flags instead of a file, and a saved report verified later."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -33,13 +34,18 @@ def spec(tmp_path: Path) -> Path:
     return path
 
 
+def _code() -> dict[str, str]:
+    """The child runs the code under test (a worktree's, when PYTHONPATH points there)."""
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+
+
 def _eo(dsn: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "eo_jobs.cli", *args],
         capture_output=True,
         check=False,
         text=True,
-        env={"LEDGER_DSN": dsn, "PATH": "/usr/bin:/bin", **env},
+        env={"LEDGER_DSN": dsn, "PATH": "/usr/bin:/bin", **_code(), **env},
         timeout=120,
     )
 
@@ -127,3 +133,54 @@ def test_report_saves_json_that_verifies_until_the_database_changes(
 def test_report_needs_a_window(pg_dsn: str, spec: Path) -> None:
     result = _eo(pg_dsn, "report", str(spec))
     assert result.returncode == 2 and "--from and --to" in result.stderr
+
+
+def test_audit_checks_the_sum_columns_the_spec_declares(pg_dsn: str, tmp_path: Path) -> None:
+    h.drive(pg_dsn, range(3), sums=h.ledger_sums)
+    h.sql(pg_dsn, "UPDATE public.ledger SET amount_cents = amount_cents + 1 WHERE id = 1002")
+    path = tmp_path / "ledger.yaml"
+    path.write_text(SPEC.replace(f"table: {harness.TABLE}", f"table: {harness.TABLE}, "
+                                 "sumColumns: [amount_cents]"))  # fmt: skip
+    result = _eo(pg_dsn, "audit", str(path), "--append-only", harness.SINK,
+                 "--batch-column", f"{harness.SINK}=batch_id", "--json")  # fmt: skip
+    assert result.returncode == 78, result.stdout + result.stderr
+    shape = json.loads(result.stdout)
+    assert {(v["check"], v["batch"]) for v in shape["violations"]} == {
+        ("sum-columns", 1),  # per batch
+        ("sum-columns", 2),  # table-wide, at the batch the pass reached
+    }
+    assert shape["end"]["table_sums"][harness.SINK]["amount_cents"]
+    refused = _eo(pg_dsn, "audit", str(path), "--sum-columns", f"{harness.SINK}=amount_cents")
+    assert refused.returncode == 2 and "sumColumns" in refused.stderr
+
+
+def test_audit_takes_sum_columns_and_accumulating_sinks_as_flags(pg_dsn: str) -> None:
+    h.drive(pg_dsn, range(3), sums=h.totals_sums, totals=True)
+    h.sql(pg_dsn, "UPDATE public.totals SET volume = volume * 2 WHERE merchant = 'm3'")
+    env = {"EO_SINK_LEDGER_DSN": pg_dsn, "EO_SINK_TOTALS_DSN": pg_dsn}
+    flags = ["audit", "--pipeline", harness.PIPELINE, "--append-only", harness.SINK]
+    flags += ["--sink", f"{harness.SINK}={harness.TABLE}", "--sink", f"{h.TOTALS}={h.TOTALS_TABLE}"]
+    flags += [
+        "--sum-columns",
+        f"{h.TOTALS}=volume",
+        "--sum-columns",
+        f"{harness.SINK}=amount_cents",
+    ]
+    result = _eo("unused", *flags, "--accumulates", h.TOTALS, "--json", **env)
+    assert result.returncode == 78, result.stdout + result.stderr
+    shape = json.loads(result.stdout)
+    assert [(v["check"], v["batch"], v["evidence"].split(":")[0]) for v in shape["violations"]] == [
+        ("sum-columns", 2, h.TOTALS_TABLE)
+    ]
+    ran = {(c["subject"], c["status"]) for c in shape["checks"] if c["check"] == "sum-columns"}
+    assert ran == {
+        (f"{harness.SINK} ({harness.TABLE}, whole table)", "ran"),
+        (f"{h.TOTALS} ({h.TOTALS_TABLE}, whole table)", "ran"),
+    }
+    # Without --accumulates the totals table's sums prove nothing: not run.
+    plain = json.loads(_eo("unused", *flags, "--json", **env).stdout)
+    assert plain["ok"] is True
+    bad = _eo("unused", *flags, "--accumulates", harness.SINK, **env)
+    assert bad.returncode == 2 and "not append-only" in bad.stderr
+    typo = _eo("unused", *flags, "--sum-columns", "nosuch=x", **env)
+    assert typo.returncode == 2 and "no sink named nosuch" in typo.stderr

@@ -138,6 +138,7 @@ def print_summary(summary: Summary) -> None:
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value!s:>8}")
+    print(f"eo audit checks that ran in full: {', '.join(sorted(summary.audit.ran))}")
     for reason in sorted(summary.audit.not_run):
         print(f"eo audit did not run in full: {reason}")
     print(

@@ -24,14 +24,24 @@ MAX_BATCHES_PER_PASS = 500
 
 def chaos_target(pipeline: str, dsn: str, checkpoint: Path) -> AuditTarget:
     """The chaos pipeline's three sinks in one database; the ledger is append-only with eo as
-    its only writer (the harness writes nothing to it), so its count is checked too."""
+    its only writer (the harness writes nothing to it), so its count is checked too, and the
+    ledger's and the totals' sum columns (``sumColumns`` in the pipeline) are checked against
+    the sums each decision recorded."""
     return AuditTarget(
         pipeline,
         dsn,
         (
-            SinkTarget("ledger", dsn, "public.ledger", append_only=True),
+            SinkTarget(
+                "ledger", dsn, "public.ledger", append_only=True, sum_columns=("amount_cents",)
+            ),
             SinkTarget("latest", dsn, "public.latest"),
-            SinkTarget("totals", dsn, "public.merchant_totals"),
+            SinkTarget(
+                "totals",
+                dsn,
+                "public.merchant_totals",
+                sum_columns=("volume_cents", "orders"),
+                accumulates=True,
+            ),
         ),
         checkpoint=str(checkpoint),
     )
@@ -51,6 +61,8 @@ class ContinuousAudit:
     """New violations by check; one reported again by a later pass counts once."""
     not_run: set[str] = field(default_factory=set)
     """Checks that did not run (or ran in part) in some pass, with the reason."""
+    ran: set[str] = field(default_factory=set)
+    """Checks that ran in full over some subject in some pass."""
     _seen: set[tuple[str, int | None, str | None, str]] = field(default_factory=set)
 
     def run_pass(self) -> AuditResult | None:
@@ -65,6 +77,7 @@ class ContinuousAudit:
         self.batches += result.batches
         self.position = result.end
         self.not_run |= {f"{c.check} {c.subject}: {c.detail}" for c in result.not_run()}
+        self.ran |= {str(c.check) for c in result.checks if c not in result.not_run()}
         for violation in result.violations:
             if self._new(violation):
                 self.violations[f"audit_{violation.check}"] += 1

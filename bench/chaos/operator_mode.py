@@ -73,7 +73,14 @@ def manifest(work: Path, executors: int = 0) -> str:
                 }
             },
             "sinks": [
-                {"name": "ledger", "postgres": {"dsn": dsn, "table": "public.ledger"}},
+                {
+                    "name": "ledger",
+                    "postgres": {
+                        "dsn": dsn,
+                        "table": "public.ledger",
+                        "sumColumns": ["amount_cents"],
+                    },
+                },
                 {
                     "name": "latest",
                     "postgres": {
@@ -92,6 +99,7 @@ def manifest(work: Path, executors: int = 0) -> str:
                         "mode": "accumulate",
                         "keyColumns": ["merchant"],
                         "addColumns": ["volume_cents", "orders"],
+                        "sumColumns": ["volume_cents", "orders"],
                     },
                 },
             ],

@@ -67,14 +67,16 @@ spec:
   source: {source}
   sinks:
     - name: ledger
-      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.ledger, writerPartitions: 2}}
+      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.ledger, writerPartitions: 2,
+                 sumColumns: [amount_cents]}}
     - name: latest
       postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.latest, mode: upsert,
                  keyColumns: [order_id], writerPartitions: 2}}
     - name: totals
       transform: {{sql: "{checks.TOTALS_SQL}"}}
       postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.merchant_totals, mode: accumulate,
-                 keyColumns: [merchant], addColumns: [volume_cents, orders], writerPartitions: 2}}
+                 keyColumns: [merchant], addColumns: [volume_cents, orders], writerPartitions: 2,
+                 sumColumns: [volume_cents, orders]}}
   checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 1}}
   driver: {{cores: 2, memory: 768m}}
 """

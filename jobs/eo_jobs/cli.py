@@ -226,12 +226,25 @@ def _named_columns(args: argparse.Namespace, sinks: Sequence[str]) -> dict[str, 
         if not sep or not column:
             raise CliError(f"--batch-column {item!r}: write SINK=COLUMN", EXIT_USAGE)
         columns[name] = column
-    unknown = sorted({*columns, *(args.append_only or [])} - set(sinks))
+    named = {*columns, *(args.append_only or []), *_sum_columns(args), *(args.accumulates or [])}
+    unknown = sorted(named - set(sinks))
     if unknown:
         raise CliError(
             f"no sink named {', '.join(unknown)} in the pipeline (sinks: {', '.join(sinks)})",
             EXIT_USAGE,
         )
+    return columns
+
+
+def _sum_columns(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """``--sum-columns SINK=C1,C2`` options (without a file: the spec declares sumColumns)."""
+    columns: dict[str, tuple[str, ...]] = {}
+    for item in getattr(args, "sum_columns", None) or []:
+        name, sep, listed = item.partition("=")
+        names = tuple(c.strip() for c in listed.split(",") if c.strip())
+        if not sep or not names:
+            raise CliError(f"--sum-columns {item!r}: write SINK=COLUMN[,COLUMN...]", EXIT_USAGE)
+        columns[name] = columns.get(name, ()) + names
     return columns
 
 
@@ -254,6 +267,12 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
     if args.file is not None:
         from eo_jobs.audit.targets import NotAppendOnlyError, target_for
 
+        if args.sum_columns or args.accumulates:
+            raise CliError(
+                "--sum-columns and --accumulates describe a pipeline named by --pipeline: a "
+                "pipeline file declares them (sinks[].postgres.sumColumns and mode accumulate)",
+                EXIT_USAGE,
+            )
         pipeline, bound = _bound(args)
         columns = _named_columns(args, [s.name for s in pipeline.spec.sinks])
         try:
@@ -280,6 +299,14 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
         raise CliError("--sink takes NAME=SCHEMA.TABLE", EXIT_USAGE)
     names = [name for name, _, _ in pairs]
     columns = _named_columns(args, names)
+    sums = _sum_columns(args)
+    both = sorted(set(args.append_only or []) & set(args.accumulates or []))
+    if both:
+        raise CliError(
+            f"--accumulates and --append-only {', '.join(both)}: a table eo accumulates into "
+            "updates its rows, so it is not append-only",
+            EXIT_USAGE,
+        )
     sinks = tuple(
         SinkTarget(
             name,
@@ -287,6 +314,8 @@ def _audit_sources(args: argparse.Namespace) -> tuple[Any, Pipeline | None, Any]
             table,
             append_only=name in (args.append_only or []),
             batch_column=columns.get(name),
+            sum_columns=sums.get(name, ()),
+            accumulates=name in (args.accumulates or []),
         )
         for name, _, table in pairs
     )
@@ -655,6 +684,22 @@ def _audit_target_options(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="SINK=COLUMN",
         help="a column of SINK's table holding each row's batch id: checks rows per batch",
+    )
+    p.add_argument(
+        "--sum-columns",
+        action="append",
+        default=[],
+        metavar="SINK=COLUMN[,COLUMN...]",
+        help="without a file: SINK's sumColumns, whose sums eo records per batch: checks them "
+        "per batch (with --batch-column) and table-wide (append-only or --accumulates)",
+    )
+    p.add_argument(
+        "--accumulates",
+        action="append",
+        default=[],
+        metavar="SINK",
+        help="without a file: SINK is mode accumulate, so its table's sums move by the "
+        "batches' (the table-wide sum check)",
     )
     p.add_argument(
         "--checkpoint",

@@ -114,6 +114,7 @@ class ContinuousAudit:
             "position": {
                 "batches": dict(result.end.batches),
                 "tableRows": dict(result.end.table_rows),
+                "tableSums": {k: dict(v) for k, v in result.end.table_sums.items()},
             },
             "lastAuditedBatch": last_batch,
             "lastPassTime": now.isoformat(),
@@ -168,7 +169,11 @@ def _position(saved: Mapping[str, Any] | None) -> Position:
     """The position kept in status (camelCase) as the auditor's."""
     saved = saved or {}
     return Position.from_json(
-        {"batches": saved.get("batches") or {}, "table_rows": saved.get("tableRows") or {}}
+        {
+            "batches": saved.get("batches") or {},
+            "table_rows": saved.get("tableRows") or {},
+            "table_sums": saved.get("tableSums") or {},
+        }
     )
 
 

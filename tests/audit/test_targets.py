@@ -40,3 +40,22 @@ def test_the_spec_gives_sinks_tables_checkpoint_and_dead_letters(tmp_path: Path)
     assert sources.dead_letters == ("dbname=a", "public.ledger_dead_letter")
     with pytest.raises(NotAppendOnlyError, match="accounts is mode upsert"):
         target_for(pipeline, dsns, "dbname=c", append_only=["accounts"])
+
+
+def test_sum_columns_and_accumulate_come_from_the_spec(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    totals = """    - {name: totals, postgres: {dsn: {env: C}, table: public.totals,
+       mode: accumulate, keyColumns: [merchant], addColumns: [volume], sumColumns: [volume]}}
+  checkpoint:"""
+    path.write_text(
+        SPEC.replace(
+            "table: public.ledger}", "table: public.ledger, sumColumns: [amount]}"
+        ).replace("  checkpoint:", totals)
+    )
+    pipeline = load_pipeline(str(path))
+    target = target_for(pipeline, {"ledger": "a", "accounts": "b", "totals": "c"}, "c")
+    assert [(s.name, s.sum_columns, s.accumulates) for s in target.sinks] == [
+        ("ledger", ("amount",), False),
+        ("accounts", (), False),
+        ("totals", ("volume",), True),
+    ]

@@ -56,6 +56,9 @@ def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
     # are in the count above).
     assert _row(result.stdout, "eo audit passes") >= len(KINDS)
     assert _row(result.stdout, "batches they audited") >= int(match[3])
+    ran = re.search(r"^eo audit checks that ran in full: (.*)$", result.stdout, re.M)
+    assert ran, result.stdout[-3000:]
+    assert {"participants", "table-count", "sum-columns"} <= set(ran[1].split(", "))
 
 
 def _row(out: str, name: str) -> int:

@@ -25,6 +25,8 @@ INVALID = {
     "files-drop-malformed.yaml": "spec.source.files.options",
     "accumulate-at-least-once.yaml": "spec.sinks",
     "accumulate-without-add-columns.yaml": "spec.sinks[0].postgres.addColumns",
+    "sum-columns-upsert.yaml": "spec.sinks[0].postgres.sumColumns",
+    "sum-columns-at-least-once.yaml": "spec.sinks",
 }
 
 

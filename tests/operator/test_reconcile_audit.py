@@ -21,6 +21,7 @@ from tests.operator.reconcile_env import NAME, Scene
 from tests.protocol import harness
 
 AUDIT = {"appendOnly": ["ledger"]}
+LEDGER = {"dsn": {"secretKeyRef": {"name": "ledger-db", "key": "dsn"}}, "table": "public.ledger"}
 
 
 class Clock:
@@ -36,24 +37,30 @@ class Clock:
         self.now += timedelta(hours=1)
 
 
-def _start(scene: Scene, batches: range, **audit: Any) -> Clock:
-    """Batches decided before the pipeline exists, then the suspended pipeline settled."""
+def _start(scene: Scene, batches: range, sums: bool = False, **audit: Any) -> Clock:
+    """Batches decided before the pipeline exists, then the suspended pipeline settled; with
+    ``sums`` its ledger declares sumColumns and each decision records them."""
     with psycopg.connect(scene.dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE public.ledger")
-    _drive(scene, batches)
+    _drive(scene, batches, sums)
     clock = Clock()
     scene.reconciler.audits.clock = clock
     scene.reconciler.settings = replace(
         scene.reconciler.settings, health_interval=0.0, idle_health_interval=0.0
     )
-    scene.apply(audit={**AUDIT, **audit})
+    extra: dict[str, Any] = {}
+    if sums:
+        extra["sinks"] = [
+            {"name": "ledger", "postgres": {**LEDGER, "sumColumns": ["amount_cents"]}}
+        ]
+    scene.apply(audit={**AUDIT, **audit}, **extra)
     for _ in range(6):
         scene.reconcile()
     assert scene.get()["status"]["phase"] == "Suspended"
     return clock
 
 
-def _drive(scene: Scene, batches: range) -> None:
+def _drive(scene: Scene, batches: range, sums: bool = False) -> None:
     coord = harness.coordinator(scene.dsn, 1, scene.key)
     coord.control.ensure_schema()
     with psycopg.connect(scene.dsn, autocommit=True) as conn:
@@ -63,7 +70,8 @@ def _drive(scene: Scene, batches: range) -> None:
     else:  # the operator fenced it since: a driver of the current epoch decides
         coord = harness.coordinator(scene.dsn, int(fence[0]), scene.key)
         coord.owner = scene.get()["metadata"]["uid"]
-    audit_harness.drive(scene.dsn, batches, coord=coord)
+    recorded = audit_harness.ledger_sums if sums else None
+    audit_harness.drive(scene.dsn, batches, coord=coord, sums=recorded)
 
 
 def _pass(scene: Scene, clock: Clock) -> dict[str, Any]:
@@ -160,6 +168,30 @@ def test_a_row_inserted_twice_turns_audited_false_with_the_count_check(
     assert status["audit"]["violation"]["check"] == "table-count"
     assert "table-count failed" in audited["message"]
     assert _metric(scene, "eo_audit_violations_total", check="table-count") == 1
+
+
+def test_the_sum_baseline_kept_in_status_catches_an_amount_changed_in_an_audited_batch(
+    reconcile_scene: Scene,
+) -> None:
+    scene = reconcile_scene
+    clock = _start(scene, range(5), sums=True)
+    status = scene.get()["status"]
+    total = sum(sum(r[2] for r in harness.batch_rows(b)) for b in range(5))
+    assert status["audit"]["position"]["tableSums"] == {"ledger": {"amount_cents": str(total)}}
+    assert _audited(status)["status"] == "True"
+    # Batch 1, audited in the last pass, changed after the fact; later batches decided.
+    changed = (
+        "UPDATE public.ledger SET amount_cents = amount_cents + 5 "
+        "WHERE id = (SELECT min(id) FROM public.ledger WHERE batch_id = 1)"
+    )
+    audit_harness.sql(scene.dsn, changed)
+    _drive(scene, range(5, 8), sums=True)
+
+    status = _pass(scene, clock)
+
+    assert _audited(status)["status"] == "False"
+    assert status["audit"]["violation"]["check"] == "sum-columns"
+    assert "amount_cents" in status["audit"]["violation"]["evidence"]
 
 
 def test_passes_are_bounded_and_resume_from_the_saved_position(reconcile_scene: Scene) -> None:

@@ -83,11 +83,13 @@ def files_pipeline(
     guarantee: str = "exactly-once",
     checkpoint: str | None = None,
     more_sinks: str = "",
+    orders_options: str = "",
 ) -> Path:
     """A pipeline file: JSON files -> (transform) -> public.orders.
 
     ``checkpoint`` is the YAML flow mapping of ``spec.checkpoint`` (default: a local folder);
-    ``more_sinks``: YAML list items of more sinks, indented as the first one.
+    ``more_sinks``: YAML list items of more sinks, indented as the first one;
+    ``orders_options``: more entries of the orders sink's ``postgres`` flow mapping.
     """
     sql = transform or "SELECT order_id, merchant, amount_cents FROM source"
     checkpoint = checkpoint or f'{{location: "{work / "checkpoint"}", triggerIntervalSeconds: 0}}'
@@ -103,7 +105,8 @@ spec:
   transform: {{sql: "{sql}"}}
   sinks:
     - name: orders
-      postgres: {{dsn: {{env: TEST_DSN}}, table: public.orders, writerPartitions: 2}}
+      postgres: {{dsn: {{env: TEST_DSN}}, table: public.orders,
+                 writerPartitions: 2{orders_options}}}
 {more_sinks}  checkpoint: {checkpoint}
   driver: {{cores: 2, memory: 768m}}
 """)

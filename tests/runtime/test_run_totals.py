@@ -25,8 +25,22 @@ TOTALS_SINK = """\
       transform: {sql: "SELECT merchant, CAST(sum(amount_cents) AS DECIMAL(20, 0)) AS volume_cents,
                         count(*) AS orders FROM source GROUP BY merchant"}
       postgres: {dsn: {env: TEST_DSN}, table: public.merchant_totals, mode: accumulate,
-                 keyColumns: [merchant], addColumns: [volume_cents, orders]}
+                 keyColumns: [merchant], addColumns: [volume_cents, orders],
+                 sumColumns: [volume_cents, orders]}
 """
+
+
+def _recorded_sums(dsn: str) -> dict[str, Counter[str]]:
+    """Per sink and column, the sums every decision recorded, added up over the batches."""
+    added: dict[str, Counter[str]] = {}
+    with psycopg.connect(dsn) as conn:
+        for (sums,) in conn.execute("SELECT sums FROM eo.decisions ORDER BY batch_id"):
+            assert sums is not None  # every batch of a pipeline with sum columns records them
+            for sink, columns in sums.items():
+                assert columns is not None, sums  # nothing refused here: always comparable
+                for column, text in columns.items():
+                    added.setdefault(sink, Counter())[column] += Decimal(text)
+    return added
 
 
 def _totals(dsn: str, query: str) -> dict[str, tuple[Decimal, int]]:
@@ -44,7 +58,9 @@ def test_every_crash_point_in_turn_leaves_totals_equal_to_the_ledger_and_the_sou
         conn.execute(TOTALS_DDL)
     batches = len(POINTS) + 2
     truth = harness.write_files(tmp_path / "in", files=2 * batches, per_file=30)
-    spec = harness.files_pipeline(tmp_path, more_sinks=TOTALS_SINK)
+    spec = harness.files_pipeline(
+        tmp_path, more_sinks=TOTALS_SINK, orders_options=", sumColumns: [amount_cents]"
+    )
 
     for epoch, point in enumerate(POINTS, start=1):
         fault = {"EO_FAULT_POINT": point, "EO_FAULT_BATCH": str(epoch)}
@@ -67,3 +83,11 @@ def test_every_crash_point_in_turn_leaves_totals_equal_to_the_ledger_and_the_sou
     )
     totals = _totals(pg_dsn, "SELECT merchant, volume_cents, orders FROM merchant_totals")
     assert totals == ledger == source
+    # Each decision recorded its batch's sums once: added up, they are the tables' and the
+    # source's, through every kill and replay (a batch decided once is summed once).
+    recorded = _recorded_sums(pg_dsn)
+    assert recorded["orders"] == {"amount_cents": sum(truth.valid.values())}
+    assert recorded["totals"] == {
+        "volume_cents": sum(v for v, _ in totals.values()),
+        "orders": len(truth.valid),
+    }

@@ -86,6 +86,17 @@ def test_accumulate_needs_a_unique_key_and_exact_sum_columns(pg_dsn: str) -> Non
     assert "TYPE numeric" in problems[1].message
 
 
+def test_a_sum_column_of_an_inexact_type_is_refused_with_the_fix(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ledger (id bigint, cents bigint, rate real)")
+        problems = check_contract(
+            conn, "public.ledger", columns=["id", "cents", "rate"], sum_columns=["cents", "rate"]
+        )
+    assert [p.code for p in problems] == ["inexact-sum"]
+    assert "sumColumns sums public.ledger.rate, of type real" in problems[0].message
+    assert "ALTER COLUMN rate TYPE numeric" in problems[0].message
+
+
 def test_accumulate_needs_update_as_upsert_does(pg_dsn: str) -> None:
     adder = f"adder_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(pg_dsn, autocommit=True) as conn:

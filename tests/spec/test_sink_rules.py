@@ -96,6 +96,38 @@ def test_accumulate_settings_are_checked_naming_the_field(
     assert words in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("postgres", "words"),
+    [
+        (
+            {"mode": "upsert", "keyColumns": ["order_id"], "sumColumns": ["amount_cents"]},
+            "does not apply to mode upsert",
+        ),
+        (
+            {"mode": "accumulate", "keyColumns": ["m"], "addColumns": ["a"], "sumColumns": ["b"]},
+            "b: in mode accumulate sumColumns must be among addColumns",
+        ),
+    ],
+)
+def test_sum_columns_only_where_the_table_moves_by_the_batch_s_sums(
+    postgres: dict[str, object], words: str
+) -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_pipeline(_document(**postgres))
+    assert "spec.sinks[0].postgres.sumColumns" in str(raised.value)
+    assert words in str(raised.value)
+
+
+def test_sum_columns_are_refused_under_at_least_once_with_the_reason() -> None:
+    with pytest.raises(SpecError) as raised:
+        document = _document(sumColumns=["amount_cents"])
+        document["spec"]["guarantee"] = "at-least-once"  # type: ignore[index]
+        parse_pipeline(document)
+    message = str(raised.value)
+    assert "spec.sinks[0].postgres.sumColumns" in message
+    assert "needs guarantee exactly-once" in message
+
+
 def test_an_accumulate_sink_cannot_be_audited_as_append_only() -> None:
     document = _totals(audit={"appendOnly": ["daily"]})
     with pytest.raises(SpecError, match="sink daily is mode accumulate"):

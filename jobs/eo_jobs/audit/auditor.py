@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from eo_jobs.audit import counts, coverage, decisions, participants
+from eo_jobs.audit import counts, coverage, decisions, participants, sums
 from eo_jobs.audit.checkpoint import LocalCheckpoint, UnreadableCheckpointError, local_folder
 from eo_jobs.audit.evidence import (
     ControlEvidence,
@@ -53,6 +53,8 @@ class _Pass:
     unreadable: list[str] = field(default_factory=list)
     """Sink databases that could not be read: the position stays, so the next pass checks
     these batches again rather than never."""
+    late: list[LoggedDecision] = field(default_factory=list)
+    """Decisions of markers above the batches this pass read, read after the sinks."""
 
     def ran(self, check: Check, subject: str, status: Status, detail: str = "") -> None:
         self.checks.append(CheckRun(check, subject, status, detail))
@@ -88,8 +90,8 @@ def audit(
         for t, b in found.pending.items()
         if b
     ]
-    table_rows = _table_checks(state, sinks, end_batches, upper, found)
-    end = Position(end_batches, table_rows)
+    table_rows, table_sums = _table_checks(state, sinks, end_batches, upper, found)
+    end = Position(end_batches, table_rows, table_sums)
     if state.unreadable:
         end = start
         pending.append(
@@ -152,8 +154,9 @@ def _table_checks(
     end_batches: Mapping[str, int],
     upper: Mapping[str, int],
     found: participants.ParticipantFindings,
-) -> dict[str, int]:
-    """Count and batch-column checks per sink; returns the next pass's count baselines."""
+) -> tuple[dict[str, int], dict[str, dict[str, str]]]:
+    """Count, batch-column and sum checks per sink; returns the next pass's count and sum
+    baselines."""
     start, target, query_ids = state.start, state.target, state.query_ids
     now = state.control.now
     fresh = [
@@ -161,6 +164,9 @@ def _table_checks(
     ]
     oldest = (now - min(fresh)).total_seconds() if now is not None and fresh else None
     table_rows = dict(start.table_rows)
+    table_sums = {k: dict(v) for k, v in start.table_sums.items()}
+    logged = {(d.token, d.batch_id): d for d in (*state.control.decisions, *state.late)}
+    has_sums = state.control.has_sums
     top = max(upper.values(), default=None)
     for sink in target.sinks:
         evidence = sinks.get(sink_token(sink.name))
@@ -186,7 +192,32 @@ def _table_checks(
         if batch_run is not None:
             state.checks.append(batch_run)
             state.violations.extend(bad)
-    return table_rows
+        sum_run, bad = sums.check_batch_sums(
+            sink, evidence, logged, found.complete, query_ids, has_sums
+        )
+        if sum_run is not None:
+            state.checks.append(sum_run)
+            state.violations.extend(bad)
+        sum_run, bad, sums_next = sums.check_table_sums(
+            sink,
+            evidence,
+            start,
+            end_batches,
+            logged,
+            upper,
+            top,
+            found.without_participants,
+            oldest,
+            has_sums,
+        )
+        if sum_run is not None:
+            state.checks.append(sum_run)
+            state.violations.extend(bad)
+        if sums_next is not None:
+            table_sums[sink.name] = sums_next
+        else:
+            table_sums.pop(sink.name, None)
+    return table_rows, table_sums
 
 
 def _participant_checks(
@@ -221,6 +252,7 @@ def _participant_checks(
         if m.batch_id > upper.get(m.parsed.query, -1)
     ]
     late = read_decisions_of(state.target.control_dsn, state.target.pipeline, above)
+    state.late = late
     state.violations.extend(
         participants.check_orphans(
             state.control.decisions, positions, upper, sinks, state.query_ids, late
@@ -271,19 +303,24 @@ def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvi
     wanted.append((DEAD_LETTER_SINK, target.dead_letters_dsn(), None))
     for name, dsn, sink in wanted:
         counted = sink is not None and sink.append_only
+        summed = sink is not None and bool(sink.sum_columns) and (counted or sink.accumulates)
         try:
             read[sink_token(name)] = read_sink(
                 dsn,
                 target.pipeline,
                 name,
                 positions,
-                table=sink.table if counted and sink else None,
+                table=sink.table if (counted or summed) and sink else None,
                 batch_column=sink.batch_column if counted and sink else None,
+                sum_columns=sink.sum_columns if summed and sink else (),
             )
         except psycopg.Error as exc:
             why = f"cannot read its database: {' '.join(str(exc).split())}"
             state.unreadable.append(f"sink {name}")
-            for check in (Check.PARTICIPANTS, Check.ORPHAN_MARKERS, Check.TABLE_COUNT):
+            checks = [Check.PARTICIPANTS, Check.ORPHAN_MARKERS, Check.TABLE_COUNT]
+            if sink is not None and sink.sum_columns:
+                checks.append(Check.SUM_COLUMNS)
+            for check in checks:
                 state.ran(check, name, Status.NOT_RUN, why)
     return read
 

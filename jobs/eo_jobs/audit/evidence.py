@@ -1,5 +1,6 @@
-"""Reading the evidence: the decision log from the control database, markers, prepared
-transactions and table counts from each sink database. Only reads.
+"""Reading the evidence: the decision log (with the sums recorded per batch) from the control
+database, markers, prepared transactions and table counts and sums from each sink database.
+Only reads.
 
 Every connection is opened read-only (``default_transaction_read_only``), so an auditor bug can
 never repair, and therefore never hide, what it was meant to find. Each database is read in
@@ -11,9 +12,10 @@ snapshot unless something other than eo touched the table.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -34,6 +36,10 @@ class LoggedDecision:
     source_offsets: Any
     rows_written: int
     decided_at: datetime
+    sums: Mapping[str, Mapping[str, Any] | None] | None = None
+    """``eo.decisions.sums``: per sink with sum columns, column -> exact sum (decimal text) of
+    the rows the batch wrote there, or None (no comparable sum); None when the decision
+    records no sums (an eo older than sum columns, or no sink declares any)."""
 
     @property
     def token(self) -> str:
@@ -53,6 +59,8 @@ class ControlEvidence:
     last_batch: Mapping[str, int]
     """Query id -> highest decided batch, whether or not this pass reads it."""
     now: datetime | None
+    has_sums: bool = True
+    """``eo.decisions`` has the ``sums`` column (an eo older than sum columns made it)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,13 @@ class SinkEvidence:
     """count(*) of the table, when the count check reads it."""
     rows_by_batch: dict[int, int] = field(default_factory=dict)
     """batch id -> rows, from the declared batch column, above the lowest position."""
+    table_sums: dict[str, Decimal] | None = None
+    """Sum column -> the table's sum of it (0 for no rows), when the sum check reads it."""
+    sums_by_batch: dict[int, dict[str, Decimal]] = field(default_factory=dict)
+    """batch id -> sum column -> sum, from the declared batch column, above the lowest
+    position (read with ``rows_by_batch``)."""
+    missing_sum_columns: tuple[str, ...] = ()
+    """Declared sum columns the table does not have (not summed)."""
     now: datetime | None = None
 
 
@@ -120,6 +135,7 @@ def read_control(
         if not row[0]:
             return ControlEvidence(False, None, (), {}, row[1])
         now = row[1]
+        has_sums = _has_sums(conn)
         fence = conn.execute(
             "SELECT epoch FROM eo.fence WHERE pipeline = %s", (pipeline,)
         ).fetchone()
@@ -132,25 +148,41 @@ def read_control(
         for query_id, _ in queries:
             start = positions.get(query_token(str(query_id)), -1)
             limit = None if max_batches is None else max_batches + (start >= 0)
-            rows = conn.execute(
+            query = sql.SQL(
                 """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
-                          decided_at
+                          decided_at, {sums}
                    FROM eo.decisions
                    WHERE pipeline = %s AND query_id = %s AND batch_id >= %s
-                   ORDER BY batch_id LIMIT %s""",
-                (pipeline, query_id, start, limit),
-            ).fetchall()
-            decisions.extend(
-                LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t)
-                for q, b, e, p, o, r, t in rows
-            )
+                   ORDER BY batch_id LIMIT %s"""
+            ).format(sums=_sums_column(has_sums))
+            rows = conn.execute(query, (pipeline, query_id, start, limit)).fetchall()
+            decisions.extend(_decision(row) for row in rows)
     return ControlEvidence(
         True,
         None if fence is None else int(fence[0]),
         tuple(decisions),
         {str(q): int(b) for q, b in queries},
         now,
+        has_sums,
     )
+
+
+def _has_sums(conn: psycopg.Connection[Any]) -> bool:
+    """Whether ``eo.decisions`` has the ``sums`` column (``ensure_schema`` adds it)."""
+    row = conn.execute(
+        """SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'eo.decisions'::regclass
+                            AND attname = 'sums' AND NOT attisdropped)"""
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def _sums_column(has_sums: bool) -> sql.Composable:
+    return sql.SQL("sums" if has_sums else "NULL::jsonb")
+
+
+def _decision(row: Sequence[Any]) -> LoggedDecision:
+    q, b, e, p, o, r, t, sums = row
+    return LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t, sums)
 
 
 def read_decisions_of(dsn: str, pipeline: str, batches: Iterable[int]) -> list[LoggedDecision]:
@@ -164,16 +196,13 @@ def read_decisions_of(dsn: str, pipeline: str, batches: Iterable[int]) -> list[L
     if not wanted:
         return []
     with reading(dsn) as conn:
-        rows = conn.execute(
+        query = sql.SQL(
             """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
-                      decided_at
-               FROM eo.decisions WHERE pipeline = %s AND batch_id = ANY(%s)""",
-            (pipeline, wanted),
-        ).fetchall()
-    return [
-        LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t)
-        for q, b, e, p, o, r, t in rows
-    ]
+                      decided_at, {sums}
+               FROM eo.decisions WHERE pipeline = %s AND batch_id = ANY(%s)"""
+        ).format(sums=_sums_column(_has_sums(conn)))
+        rows = conn.execute(query, (pipeline, wanted)).fetchall()
+    return [_decision(row) for row in rows]
 
 
 def read_sink(
@@ -184,8 +213,10 @@ def read_sink(
     *,
     table: str | None = None,
     batch_column: str | None = None,
+    sum_columns: Sequence[str] = (),
 ) -> SinkEvidence:
-    """Markers, prepared transactions and (when ``table``) the table's count, in one snapshot.
+    """Markers, prepared transactions and (when ``table``) the table's count and the sums of
+    ``sum_columns`` (whole table, and per batch with ``batch_column``), in one snapshot.
 
     Markers and batch-column rows are read above the lowest position of any query (markers
     carry no query id column, only the gid); the caller keeps each query's own.
@@ -222,17 +253,50 @@ def read_sink(
             if parsed is not None and parsed.sink == token:
                 evidence.prepared[gid] = Prepared(gid, parsed, prepared)
         if table is not None:
-            ident = table_identifier(table)
-            counted = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
-            evidence.table_rows = int(counted[0]) if counted else 0
-            if batch_column is not None:
-                query = sql.SQL("SELECT {c}, count(*) FROM {t} WHERE {c} > %s GROUP BY {c}")
-                for batch, rows in conn.execute(
-                    query.format(c=sql.Identifier(batch_column), t=ident), (floor,)
-                ):
-                    if batch is not None:
-                        evidence.rows_by_batch[int(batch)] = int(rows)
+            _read_table(conn, evidence, table_identifier(table), floor, batch_column, sum_columns)
     return evidence
+
+
+def _read_table(
+    conn: psycopg.Connection[Any],
+    evidence: SinkEvidence,
+    ident: sql.Identifier,
+    floor: int,
+    batch_column: str | None,
+    sum_columns: Sequence[str],
+) -> None:
+    """count(*) and the sums of the table, and per batch above ``floor``: one scan each."""
+    summed: list[str] = []
+    if sum_columns:
+        described = conn.execute(sql.SQL("SELECT * FROM {} LIMIT 0").format(ident)).description
+        present = {d.name for d in described or ()}
+        summed = [c for c in sum_columns if c in present]
+        evidence.missing_sum_columns = tuple(c for c in sum_columns if c not in present)
+    # sum() of an integer or numeric column is exact; as text it reaches Python as written.
+    sums = sql.SQL("").join(sql.SQL(", sum({})::text").format(sql.Identifier(c)) for c in summed)
+    counted = conn.execute(
+        sql.SQL("SELECT count(*){s} FROM {t}").format(s=sums, t=ident)
+    ).fetchone()
+    assert counted is not None
+    evidence.table_rows = int(counted[0])
+    if sum_columns:
+        evidence.table_sums = dict(zip(summed, map(_decimal, counted[1:]), strict=True))
+    if batch_column is not None:
+        query = sql.SQL("SELECT {c}, count(*){s} FROM {t} WHERE {c} > %s GROUP BY {c}")
+        for batch, rows, *batch_sums in conn.execute(
+            query.format(c=sql.Identifier(batch_column), s=sums, t=ident), (floor,)
+        ):
+            if batch is not None:
+                evidence.rows_by_batch[int(batch)] = int(rows)
+                if summed:
+                    evidence.sums_by_batch[int(batch)] = dict(
+                        zip(summed, map(_decimal, batch_sums), strict=True)
+                    )
+
+
+def _decimal(text: str | None) -> Decimal:
+    """A sum read as text; NULL (no rows, or only NULLs) is 0."""
+    return Decimal(0) if text is None else Decimal(text)
 
 
 def table_identifier(table: str) -> sql.Identifier:

@@ -39,6 +39,11 @@ class Check(enum.StrEnum):
     BATCH_COLUMN = "batch-column"
     """Rows per batch in the sink table equal the rows its participants wrote (only for a
     table with a declared column holding the batch id)."""
+    SUM_COLUMNS = "sum-columns"
+    """The sink table's sum of each declared sum column equals what eo computed from the
+    batches' records before writing them (stored with each decision): per batch through the
+    batch column of an append-only table, and table-wide (the sums at the last position plus
+    the batches committed since) for an append-only or accumulate table."""
 
 
 class Status(enum.StrEnum):
@@ -67,6 +72,12 @@ class SinkTarget:
     append_only: bool = False
     batch_column: str | None = None
     """A column holding the batch id of each row (written by eo or the transform), or None."""
+    sum_columns: tuple[str, ...] = ()
+    """Columns whose exact sum per batch eo stores with the decision (``sumColumns``)."""
+    accumulates: bool = False
+    """The sink is mode accumulate: eo adds each batch's sums onto the table's rows, so (with
+    eo the only writer of its sum columns) the table's sum of each moves by exactly the
+    batch's."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,8 @@ class AuditTarget:
 class Position:
     """Where the last pass stopped: per streaming query (by its gid token), the last batch
     whose every check is final, and per sink the table rows that batch and everything before
-    it account for (the count check's baseline).
+    it account for (the count check's baseline), and the sums of its sum columns (the
+    table-wide sum check's baseline).
 
     A batch whose participants are still being committed stays ahead of the position, so the
     next pass looks at it again instead of carrying an unfinished count.
@@ -105,6 +117,9 @@ class Position:
     """Query token -> last audited batch id."""
     table_rows: Mapping[str, int] = field(default_factory=dict)
     """Sink name -> rows of the table that batches at or below the position account for."""
+    table_sums: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Sink name -> sum column -> the table's sum (exact, decimal text) that batches at or
+    below the position account for."""
 
     def batch(self, token: str) -> int:
         """The last audited batch of a query, -1 when none was."""
@@ -112,7 +127,11 @@ class Position:
 
     def as_json(self) -> dict[str, Any]:
         """The JSON the operator (or ``eo audit --position FILE``) keeps between passes."""
-        return {"batches": dict(self.batches), "table_rows": dict(self.table_rows)}
+        return {
+            "batches": dict(self.batches),
+            "table_rows": dict(self.table_rows),
+            "table_sums": {k: dict(v) for k, v in self.table_sums.items()},
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Position:
@@ -120,6 +139,10 @@ class Position:
         return cls(
             {str(k): int(v) for k, v in (data.get("batches") or {}).items()},
             {str(k): int(v) for k, v in (data.get("table_rows") or {}).items()},
+            {
+                str(sink): {str(c): str(v) for c, v in (sums or {}).items()}
+                for sink, sums in (data.get("table_sums") or {}).items()
+            },
         )
 
 

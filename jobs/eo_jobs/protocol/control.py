@@ -18,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -65,6 +65,12 @@ DDL = (
         decided_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         committed_at timestamptz,
         PRIMARY KEY (pipeline, query_id, batch_id))""",
+    ),
+    (
+        # Added after the table: per sink, the sums of its declared sum columns over the rows
+        # the batch wrote there (``Coordinator.decide``), what the audit checks the table with.
+        "eo.decisions.sums",
+        "ALTER TABLE eo.decisions ADD COLUMN IF NOT EXISTS sums jsonb",
     ),
     (
         "eo.decisions_by_batch",
@@ -451,8 +457,12 @@ class ControlStore(LazyConnection):
         source_offsets: Any,
         rows_written: int,
         prepare_ms: float,
+        sums: Mapping[str, Mapping[str, str] | None] | None = None,
     ) -> float:
         """Write the decision of a batch under the fence; return its duration in ms.
+
+        ``sums``: per sink with declared sum columns, each column's exact sum (as decimal text)
+        over the rows the batch wrote there, or None where no comparable sum exists.
 
         Raises ``FencedError`` when the fence moved past ``epoch``. A duplicate decision
         (primary key) cannot happen for a live driver: replays check ``decision`` first.
@@ -473,6 +483,7 @@ class ControlStore(LazyConnection):
             None if source_offsets is None else json.dumps(source_offsets),
             rows_written,
             prepare_ms,
+            None if sums is None else json.dumps(sums),
         )
         try:
             self._decide(self.connection(), row, started, retry=False)
@@ -516,8 +527,8 @@ class ControlStore(LazyConnection):
             decide_ms = (time.perf_counter() - started) * 1000.0
             conn.execute(
                 """INSERT INTO eo.decisions (pipeline, query_id, batch_id, epoch, participants,
-                       source_offsets, rows_written, prepare_ms, decide_ms)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                       source_offsets, rows_written, prepare_ms, sums, decide_ms)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
                 (*row, decide_ms),
             )
 

@@ -29,6 +29,11 @@ from eo_jobs.protocol.xa import PreparedTransactions
 
 log = logging.getLogger("eo.coordinator")
 
+Sums = Mapping[str, Mapping[str, str] | None]
+"""Per sink with declared sum columns: column -> exact sum as decimal text over the rows the
+batch wrote there; None for a sink whose rows this batch have no comparable sum (records its
+database refused went to dead letters). Stored with the decision (``eo.decisions.sums``)."""
+
 MARKER_PRUNE_EVERY = 100
 """Phase 2 prunes old markers at every batch whose id is a multiple of this."""
 
@@ -218,8 +223,10 @@ class Coordinator:
         prepared: Sequence[Prepared],
         offsets: Any,
         prepare_ms: float,
+        sums: Sums | None = None,
     ) -> Decided:
-        """Write the fenced decision naming one winner per task (phase 1 ends here)."""
+        """Write the fenced decision naming one winner per task (phase 1 ends here), with the
+        batch's ``sums`` per sink when sinks declare sum columns (what the audit checks)."""
         winners = _one_per_task(prepared, batch_id)
         rows = sum(p.rows for p in winners)
         crash_point("before-decision", batch_id)
@@ -233,6 +240,7 @@ class Coordinator:
                 source_offsets=offsets,
                 rows_written=rows,
                 prepare_ms=prepare_ms,
+                sums=sums,
             )
         except FencedError:
             self.abandon(batch_id)
@@ -319,9 +327,10 @@ class Coordinator:
         prepared: Sequence[Prepared],
         offsets: Any,
         prepare_ms: float,
+        sums: Sums | None = None,
     ) -> BatchResult:
         """Decide batch N with the winning participants, then run phase 2."""
-        return self.commit(self.decide(query_id, batch_id, prepared, offsets, prepare_ms))
+        return self.commit(self.decide(query_id, batch_id, prepared, offsets, prepare_ms, sums))
 
     def record(
         self,

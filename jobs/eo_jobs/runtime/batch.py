@@ -28,6 +28,7 @@ from eo_jobs import logs
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Decided, Prepared
 from eo_jobs.protocol.faults import armed, crash_point
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
+from eo_jobs.runtime.batch_sums import batch_sums
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
@@ -55,6 +56,8 @@ class Written:
 
     prepared: list[Prepared] = field(default_factory=list)
     dead_letters: int = 0
+    sums: dict[str, dict[str, str] | None] = field(default_factory=dict)
+    """Per sink with sum columns: their sums over the rows written, None if not comparable."""
 
 
 @dataclass
@@ -89,6 +92,7 @@ class ForeachBatch:
         self.one_pass = OnePass(self.transform.sql, self.keys, self.adds)
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
         self._jvm: dict[str, JvmWriter | None] = {}
+        self.summing = any(s.postgres.sum_columns for s in ctx.spec.sinks)
         self.phase_two = PhaseTwo()
         self.read_policy = ReadPolicy()
 
@@ -134,7 +138,9 @@ class ForeachBatch:
             result = ctx.coordinator.record(query_id, batch_id, prepared, offsets, prepare_ms)
             self._done(result, written.dead_letters, started)
             return
-        decided = ctx.coordinator.decide(query_id, batch_id, prepared, offsets, prepare_ms)
+        decided = ctx.coordinator.decide(
+            query_id, batch_id, prepared, offsets, prepare_ms, written.sums or None
+        )
         if armed("after-commits", batch_id):
             # The brief's crash point "all commits, before Spark's commit log": phase 2 must end
             # before Spark gets the batch back, or the kill races Spark's write of its log.
@@ -215,8 +221,9 @@ class ForeachBatch:
     def _written(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
         """Write the batch: one pass, or, if the transform fails on some rows, isolate them."""
         ctx = self.ctx
-        # With a transform the one pass reads the input twice (rows and dead letters): cache it.
-        cached = self.transform.sql is not None or bool(self.queries)
+        # With a transform the one pass reads the input twice (rows and dead letters), and the
+        # sums of sum columns once more: cache it.
+        cached = self.transform.sql is not None or bool(self.queries) or self.summing
         staged = df.persist() if cached else df
         try:
             try:
@@ -265,10 +272,31 @@ class ForeachBatch:
             query = self.queries.get(sink.name)
             rows = frame if query is None else query.frame(frame, carry_dead_letters=index == 0)
             dead = self._letters_of(index, sink)
-            for s, gid, count, dl in self._write_sink(rows, sink.name, query_id, batch_id, dead):
-                written.prepared.append(Prepared(s, gid, count))
-                written.dead_letters += dl
+            self._write_summed(written, rows, sink, query_id, batch_id, dead)
         return written
+
+    def _write_summed(
+        self,
+        written: Written,
+        rows: DataFrame,
+        sink: SinkSpec,
+        query_id: str,
+        batch_id: int,
+        dead_letters: PostgresWriter | None = None,
+    ) -> None:
+        """Write one sink's rows into ``written``, with the sums of its sum columns when it
+        declares any (None when its tasks stored fewer rows than were summed: refusals)."""
+        summed = batch_sums(rows, sink) if sink.postgres.sum_columns else None
+        stored = 0
+        for s, gid, count, dl in self._write_sink(
+            rows, sink.name, query_id, batch_id, dead_letters
+        ):
+            written.prepared.append(Prepared(s, gid, count))
+            written.dead_letters += dl
+            stored += count
+        if summed is not None:
+            sums, expected = summed
+            written.sums[sink.name] = sums if stored == expected else None
 
     def _isolating(self, staged: DataFrame, query_id: str, batch_id: int) -> Written:
         """The slow path: poison records, transform failures and unstorable rows found first."""
@@ -292,9 +320,7 @@ class ForeachBatch:
                     rows, letters, made = query.isolate(storable)
                     cached.append(made)
                     dead += letters
-                for s, gid, count, dl in self._write_sink(rows, sink.name, query_id, batch_id):
-                    written.prepared.append(Prepared(s, gid, count))
-                    written.dead_letters += dl  # records the table refused
+                self._write_summed(written, rows, sink, query_id, batch_id)
             written.prepared.append(self._write_dead_letters(dead, query_id, batch_id))
             written.dead_letters += len(dead)
             for frame in cached:

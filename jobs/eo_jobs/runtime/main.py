@@ -39,6 +39,7 @@ from eo_jobs.protocol.errors import (
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime import checkpoint_fence
 from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
+from eo_jobs.runtime.batch_sums import sum_column_problems
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.commit_log import spark_committed
 from eo_jobs.runtime.failed_attempts import FailedAttempts
@@ -242,6 +243,7 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Sch
         with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
             for problem in [
                 *_accumulate_problems(index, sink, columns),
+                *sum_column_problems(sink, schema),
                 *check_contract(
                     conn,
                     sink.postgres.table,
@@ -250,6 +252,7 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Sch
                     key_columns=sink.postgres.key_columns,
                     two_phase=two_phase,
                     add_columns=sink.postgres.add_columns,
+                    sum_columns=sink.postgres.sum_columns,
                 ),
                 *column_type_problems(conn, sink.postgres.table, schema),
                 *(

@@ -321,6 +321,19 @@ class PostgresSink(Model):
                 "a column cannot be both a key column and an add column",
                 ".addColumns",
             ),
+            (
+                "self.mode != 'upsert' || !has(self.sumColumns) || size(self.sumColumns) == 0",
+                "sumColumns does not apply to mode upsert: an upsert replaces rows, so the "
+                "table's sums do not move by the batch's",
+                ".sumColumns",
+            ),
+            (
+                "self.mode != 'accumulate' || !has(self.sumColumns)"
+                " || self.sumColumns.all(c, has(self.addColumns) && c in self.addColumns)",
+                "in mode accumulate sumColumns must be among addColumns (only they move by "
+                "the batch's sums)",
+                ".sumColumns",
+            ),
         )
     )
 
@@ -341,6 +354,11 @@ class PostgresSink(Model):
     the batch and added onto the stored row (a stored NULL counts as 0). A record with a NULL
     in one of them goes to the dead-letter table rather than adding nothing unseen. The rows
     written hold keyColumns and addColumns only."""
+    sum_columns: list[ColumnName] = Field(default_factory=list, max_length=16)
+    """Exactly-once, append or accumulate: numeric columns whose exact sum over the rows each
+    batch writes here eo computes in Spark before writing and stores with the batch's decision,
+    so the audit can check the table against it (per batch with a batch column, else the
+    table's whole sum for an append-only or accumulate table): e.g. [amount_cents]."""
     version_column: ColumnName | None = None
     """Upsert only: among rows with the same key, in a batch and across batches, the one with
     the highest value wins; NULL is older than any value, and among equal versions the later
@@ -375,6 +393,20 @@ class PostgresSink(Model):
             )
         if self.mode != "accumulate" and self.add_columns:
             raise FieldError("addColumns", "addColumns only applies to mode accumulate")
+        if self.mode == "upsert" and self.sum_columns:
+            raise FieldError(
+                "sumColumns",
+                "sumColumns does not apply to mode upsert: an upsert replaces rows, so the "
+                "table's sums do not move by the batch's",
+            )
+        if self.mode == "accumulate" and (
+            extra := sorted(set(self.sum_columns) - set(self.add_columns))
+        ):
+            raise FieldError(
+                "sumColumns",
+                f"{', '.join(extra)}: in mode accumulate sumColumns must be among addColumns "
+                "(only they move by the batch's sums)",
+            )
         both = sorted(set(self.key_columns) & set(self.add_columns))
         if both:
             raise FieldError(
@@ -737,6 +769,14 @@ class PipelineSpec(Model):
                 ".sinks",
             ),
             (
+                "self.guarantee == 'exactly-once'"
+                " || self.sinks.all(s, !has(s.postgres.sumColumns)"
+                " || size(s.postgres.sumColumns) == 0)",
+                "sumColumns needs guarantee exactly-once: sums are stored with the batch's "
+                "decision, which only exactly-once makes the rows' commit point",
+                ".sinks",
+            ),
+            (
                 "!has(self.audit) || !has(self.audit.appendOnly)"
                 " || self.audit.appendOnly.all(n, self.sinks.exists(s, s.name == n))",
                 "audit.appendOnly may name only sinks of this pipeline",
@@ -873,6 +913,13 @@ class PipelineSpec(Model):
                         "a replayed batch would add its sums twice; set guarantee: exactly-once "
                         "or use mode upsert",
                     )
+                if sink.postgres.sum_columns:
+                    raise FieldError(
+                        f"sinks[{i}].postgres.sumColumns",
+                        f"sumColumns needs guarantee exactly-once: under {self.guarantee} the "
+                        "rows commit before the batch is logged, so no stored sum can be "
+                        "checked against them; remove sumColumns or set guarantee: exactly-once",
+                    )
         return self
 
     def warnings(self) -> list[str]:
@@ -929,6 +976,9 @@ class AuditPosition(Model):
     """Streaming query (gid token) -> last audited batch."""
     table_rows: dict[str, int] = Field(default_factory=dict)
     """Sink -> table rows the audited batches account for (the count check's baseline)."""
+    table_sums: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Sink -> sum column -> the table's sum (decimal text) the audited batches account for
+    (the sum check's baseline, ``sinks[].postgres.sumColumns``)."""
 
 
 class AuditViolation(Model):

@@ -37,6 +37,7 @@ def check_contract(
     key_columns: Sequence[str] = (),
     two_phase: bool = True,
     add_columns: Sequence[str] = (),
+    sum_columns: Sequence[str] = (),
 ) -> list[ContractProblem]:
     """Every contract problem of ``table`` for this writer; empty when all is well."""
     problems: list[ContractProblem] = []
@@ -119,6 +120,7 @@ def check_contract(
             )
         )
     problems.extend(_inexact_sums(table, add_columns, existing))
+    problems.extend(_inexact_sums(table, sum_columns, existing, what="sumColumns sums"))
     return problems
 
 
@@ -127,18 +129,19 @@ EXACT_SUM_TYPES = ("smallint", "integer", "bigint", "numeric")
 
 
 def _inexact_sums(
-    table: str, add_columns: Sequence[str], types: dict[str, str]
+    table: str, columns: Sequence[str], types: dict[str, str], what: str = "accumulate adds to"
 ) -> list[ContractProblem]:
-    """Add columns whose type (``types``: the table's, by column) cannot hold an exact running
-    total (mode accumulate); a missing one is reported as a missing column."""
+    """Add (or sum) columns whose type (``types``: the table's, by column) cannot hold an exact
+    running total (mode accumulate) or sum (sumColumns); a missing one is reported as a
+    missing column."""
     return [
         ContractProblem(
             "inexact-sum",
-            f"accumulate adds to {table}.{name}, of type {types[name]}: sums in it are not "
+            f"{what} {table}.{name}, of type {types[name]}: sums in it are not "
             f"exact; make it one of {', '.join(EXACT_SUM_TYPES)} (ALTER TABLE {table} ALTER "
             f"COLUMN {name} TYPE numeric)",
         )
-        for name in add_columns
+        for name in columns
         if name in types and types[name] not in EXACT_SUM_TYPES
     ]
 
