@@ -94,6 +94,9 @@ RATIOS = (
 TOTALS_RATIO = "totals_eo"
 """JSON key of the accumulate variant's rows/s over exactly-once's: what a running-totals sink
 beside the ledger costs (issue 30)."""
+SUMS_RATIO = "sums_eo"
+"""JSON key of the sum-columns variant's rows/s over exactly-once's: what recording each
+batch's sums for the audit costs (issue 28)."""
 RATIO_LABELS = {
     "eo_alo": "EO/ALO",
     "eo_jdbc": "EO/JDBC",
@@ -381,6 +384,8 @@ def measure(
 def _audit(dsn: str, variant: Variant, size: Size) -> data.Audit:
     """The table against the events; the accumulate variant's totals against the table."""
     found = data.audit(dsn, variant.table, size.events)
+    if variant.sums:
+        found = replace(found, sums_wrong=data.sums_wrong(dsn, variant.table))
     if not variant.totals:
         return found
     return replace(found, totals_wrong=data.totals_wrong(dsn, TOTALS_TABLE, variant.table))
@@ -445,6 +450,8 @@ def ratios(rows: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     }
     totals = by.get("accumulate")
     found[TOTALS_RATIO] = totals / eo if totals is not None and eo else None
+    sums = by.get("sum-columns")
+    found[SUMS_RATIO] = sums / eo if sums is not None and eo else None
     return found
 
 
@@ -739,6 +746,7 @@ def print_report(doc: dict[str, Any]) -> None:
                 for name, _ in RATIOS
             )
             + f", ledger+totals/EO {_cell(steady[TOTALS_RATIO])}; {_cell(whole[TOTALS_RATIO])}"
+            + f", EO+sums/EO {_cell(steady[SUMS_RATIO])}; {_cell(whole[SUMS_RATIO])}"
         )
     phase2 = doc["protocol"]["phase2"]
     if phase2:

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +168,9 @@ class Audit:
     """Prepared transactions left in the database (a finished exactly-once run leaves none)."""
     totals_wrong: int = 0
     """Running totals (the accumulate variant's second sink) unlike the table's own sums."""
+    sums_wrong: int = 0
+    """Batches whose recorded sums are missing, plus 1 if they do not add up to the table's sum
+    (the sum-columns variant)."""
 
     @property
     def exact(self) -> bool:
@@ -179,6 +183,7 @@ class Audit:
                 self.wrong,
                 self.in_doubt,
                 self.totals_wrong,
+                self.sums_wrong,
             )
         )
 
@@ -232,3 +237,23 @@ def totals_wrong(dsn: str, totals: str, table: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(query).fetchone()
     return int(row[0]) if row else -1
+
+
+def sums_wrong(dsn: str, table: str, column: str = "amount_cents") -> int:
+    """Decisions without a recorded sum of ``column`` for the sink ``orders``, plus 1 if the
+    recorded sums do not add up to ``table``'s sum of it."""
+    with psycopg.connect(dsn) as conn:
+        recorded = [
+            r[0]
+            for r in conn.execute(
+                "SELECT sums -> 'orders' ->> %s FROM eo.decisions", (column,)
+            ).fetchall()
+        ]
+        stored = conn.execute(
+            sql.SQL("SELECT coalesce(sum({}), 0) FROM {}").format(
+                sql.Identifier(column), sql.Identifier(*table.split(".", 1))
+            )
+        ).fetchone()
+    missing = sum(1 for r in recorded if r is None)
+    total = sum(Decimal(r) for r in recorded if r is not None)
+    return missing + int(stored is None or Decimal(stored[0]) != total)

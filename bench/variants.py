@@ -52,6 +52,9 @@ class Variant:
     """``append`` or ``upsert`` (keyed by ``order_id``)."""
     totals: bool = False
     """A second sink beside the table: per-merchant daily totals (``mode: accumulate``)."""
+    sums: bool = False
+    """The table declares ``sumColumns: [amount_cents]``: each batch's sum stored with its
+    decision, for the audit."""
 
     @property
     def two_phase(self) -> bool:
@@ -101,6 +104,14 @@ VARIANTS = (
         "exactly-once's ledger plus per-merchant daily totals (mode accumulate, the sink's own "
         "GROUP BY) under the same decision",
         totals=True,
+    ),
+    Variant(
+        "sum-columns",
+        "eo",
+        "exactly-once",
+        "exactly-once with sumColumns [amount_cents]: each batch's sum computed in Spark and "
+        "stored with its decision (what the audit checks the table's money against)",
+        sums=True,
     ),
     Variant(
         "spark-jdbc",
@@ -175,6 +186,8 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     }
     if variant.mode == "upsert":
         postgres.update({"mode": "upsert", "keyColumns": ["order_id"]})
+    if variant.sums:
+        postgres["sumColumns"] = ["amount_cents"]
     document = {
         "apiVersion": "eo.dev/v1alpha1",
         "kind": "ExactlyOncePipeline",

@@ -76,7 +76,9 @@ def test_every_variant_runs_is_audited_and_reported_in_stable_json(
     for name in (v.name for v in variants.VARIANTS if v.two_phase):
         assert rows[name]["exact"] is True, rows[name]
         assert rows[name]["decide_commit_p50_ms"] is not None
-    assert set(size["ratios"]) == {"eo_alo", "eo_jdbc", "eo_noop", "eo_copy", "totals_eo"}
+    assert set(size["ratios"]) == {
+        "eo_alo", "eo_jdbc", "eo_noop", "eo_copy", "totals_eo", "sums_eo"
+    }  # fmt: skip
     assert all(value is not None for value in size["ratios"].values()), size["ratios"]
 
     shapes = {(p["partitions"], p["sinks"]) for p in doc["protocol"]["phase2"]}
