@@ -9,13 +9,15 @@ starts and runs its first queries in about 7 s instead of 12.
 
 The archive belongs to one JDK and one set of Spark jars (the JVM checks their sizes and
 times and ignores an archive that does not match), so its name carries a hash of both and
-it lives in the tool cache (``EO_CACHE``). ``python -m bench.fast_jvm`` builds it once; set-up
+it lives in the tool cache (``EO_CACHE``), one per checkout's virtualenv, pruned after a week
+unused. ``python -m bench.fast_jvm`` builds it once; set-up
 runs that. Without it the options are the same minus the archive: slower, never wrong.
 These options are for tests only: a pipeline's drivers keep eo's throughput collector.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -23,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 BASE = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
@@ -73,6 +76,7 @@ def build() -> Path:
     """
     target = archive()
     if target.is_file():
+        os.utime(target)  # in use: see _prune
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".{os.getpid()}.partial")
@@ -87,10 +91,25 @@ def build() -> Path:
             timeout=600,
         )
     partial.replace(target)
-    for stale in target.parent.glob("spark-*"):
-        if stale != target:
-            stale.unlink(missing_ok=True)
+    _prune(target.parent)
     return target
+
+
+STALE_SECONDS = 7 * 24 * 3600
+"""An archive no set-up has used for a week belongs to a JDK or a Spark no checkout has now."""
+
+
+def _prune(folder: Path) -> None:
+    """Remove archives (and half-written ones) nobody used for ``STALE_SECONDS``.
+
+    Each checkout (a clone in CI, a worktree) has its own virtualenv and so its own jars and
+    archive; deleting every other archive would make two checkouts rebuild each other's.
+    """
+    cutoff = time.time() - STALE_SECONDS
+    for path in folder.glob("spark-*"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
 
 
 def _workload(work: Path, options: str) -> None:

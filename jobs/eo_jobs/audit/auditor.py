@@ -17,6 +17,7 @@ import psycopg
 
 from eo_jobs.audit import counts, coverage, decisions, participants, sums
 from eo_jobs.audit.checkpoint import LocalCheckpoint, UnreadableCheckpointError, local_folder
+from eo_jobs.audit.counts import few
 from eo_jobs.audit.evidence import (
     ControlEvidence,
     LoggedDecision,
@@ -86,7 +87,7 @@ def audit(
     found = _participant_checks(state, audited, positions, upper, sinks)
     end_batches = _advance(state, upper, found, sinks)
     pending = [
-        f"query {query_ids[t]}: batches {_few(sorted(set(b)))} still committing (phase 2)"
+        f"query {query_ids[t]}: batches {few(sorted(set(b)))} still committing (phase 2)"
         for t, b in found.pending.items()
         if b
     ]
@@ -137,8 +138,8 @@ def _log_checks(state: _Pass, audited: list[LoggedDecision]) -> None:
     detail = "; ".join(
         text
         for text in (
-            f"batches without recorded offsets: {_few(without)}" if without else "",
-            f"offsets of a source this audit cannot read: batches {_few(unknown)}"
+            f"batches without recorded offsets: {few(without)}" if without else "",
+            f"offsets of a source this audit cannot read: batches {few(unknown)}"
             if unknown
             else "",
         )
@@ -237,7 +238,7 @@ def _participant_checks(
     detail = "; ".join(found.unverifiable[:5]) + (" ..." if len(found.unverifiable) > 5 else "")
     if found.without_participants:
         detail = (
-            f"batches {_few(found.without_participants)} have rows but no participants (at-least-"
+            f"batches {few(found.without_participants)} have rows but no participants (at-least-"
             "once or idempotent: the tasks committed their rows, with no markers)"
             + (f"; {detail}" if detail else "")
         )
@@ -288,11 +289,6 @@ def _advance(
 
 def _order(v: Violation) -> tuple[bool, int, str]:
     return (v.batch is None, v.batch or 0, str(v.check))
-
-
-def _few(batches: list[int]) -> str:
-    shown = ", ".join(str(b) for b in batches[:10])
-    return shown + (f" (+{len(batches) - 10} more)" if len(batches) > 10 else "")
 
 
 def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvidence]:
@@ -365,7 +361,7 @@ def _checkpoint_checks(state: _Pass) -> None:
         Check.SOURCE_COVERAGE,
         "checkpoint offsets",
         Status.PARTIAL if gone else Status.RAN,
-        f"Spark no longer keeps the offsets of batches {_few(gone)}" if gone else "",
+        f"Spark no longer keeps the offsets of batches {few(gone)}" if gone else "",
     )
     if not any(coverage.log_offset((d.source_offsets or [None])[0]) is not None for d in ds):
         state.ran(Check.SOURCE_FILES, "checkpoint", Status.NOT_RUN, "the source is not files")

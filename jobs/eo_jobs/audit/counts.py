@@ -14,7 +14,7 @@ batch id, the same comparison is made per batch, which names the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from eo_jobs.audit import participants
 from eo_jobs.audit.evidence import SinkEvidence
@@ -33,6 +33,69 @@ def _marker_rows(
         for m in evidence.markers.values()
         if m.batch_id > above.get(m.parsed.query, default.get(m.parsed.query, -1))
     )
+
+
+def few(batches: Sequence[int]) -> str:
+    """Up to ten batch ids, and how many more."""
+    shown = ", ".join(str(b) for b in batches[:10])
+    return shown + (f" (+{len(batches) - 10} more)" if len(batches) > 10 else "")
+
+
+def table_gate(
+    evidence: SinkEvidence,
+    start: Position,
+    tokens: Iterable[str],
+    unmarked: Iterable[int],
+    oldest_seconds: float | None,
+    *,
+    known: bool,
+    now: str,
+) -> tuple[str | None, bool]:
+    """Whether a table-wide check (the row count, the sums) can compare the table with the
+    markers in this pass: (why not, or None when it can; whether its baseline is zero).
+
+    The same facts decide it for any measure of the table: batches without markers cannot be
+    accounted for; without a baseline kept by the last pass (``known``) only a table audited
+    from its first batch with every marker still there starts from zero; markers pruned past
+    the position leave batches unaccounted for. ``now`` names the table's measure as it is,
+    which becomes the next pass's baseline.
+    """
+    waiting = sorted(unmarked)
+    if waiting:
+        return (
+            f"batches {few(waiting)} wrote rows without participants (at-least-once or "
+            "idempotent), which commit no markers to account for",
+            False,
+        )
+    horizon = max(evidence.horizons.values(), default=None)
+    zero = False
+    if not known:
+        from_start = not any(batch >= 0 for batch in start.batches.values())
+        if horizon is not None or not from_start:
+            why = (
+                f"markers are pruned through batch {horizon}"
+                if horizon is not None
+                else "this pass starts at a position"
+            )
+            reason = f"no baseline for this table yet ({why}): {now} is the next pass's baseline"
+            return reason, False
+        zero = True
+    # No decision above the position: no marker above it to prune.
+    prunable = oldest_seconds is not None and oldest_seconds > participants.PRUNABLE_AFTER_SECONDS
+    behind = [
+        t
+        for t in tokens
+        if (h := evidence.horizons.get(t)) is not None and start.batch(t) < h and prunable
+    ]
+    if behind:
+        return (
+            f"markers were pruned through batch {max(evidence.horizons[t] for t in behind)}, "
+            f"past the last audited batch {min(start.batch(t) for t in behind)}: audits must run "
+            f"more often than markers are kept (1,000 batches and a day); {now} is the next "
+            "pass's baseline",
+            False,
+        )
+    return None, zero
 
 
 def check_count(
@@ -79,63 +142,19 @@ def check_count(
     starts = dict(start.batches)
     baseline_next = rows - _marker_rows(evidence, end, starts)
     baseline = start.table_rows.get(target.name)
-    unmarked = sorted(unmarked)
-    if unmarked:
-        return (
-            CheckRun(
-                Check.TABLE_COUNT,
-                subject,
-                Status.NOT_RUN,
-                f"batches {', '.join(map(str, unmarked[:5]))} wrote rows without participants "
-                "(at-least-once or idempotent), which commit no markers to count against",
-            ),
-            [],
-            baseline_next,
-        )
-    horizon = max(evidence.horizons.values(), default=None)
-    from_start = not any(batch >= 0 for batch in start.batches.values())
-    if baseline is None:
-        if horizon is None and from_start:
-            baseline = 0
-        else:
-            why = (
-                f"markers are pruned through batch {horizon}"
-                if horizon is not None
-                else "this pass starts at a position"
-            )
-            return (
-                CheckRun(
-                    Check.TABLE_COUNT,
-                    subject,
-                    Status.NOT_RUN,
-                    f"no baseline for this table yet ({why}): its count now ({rows} rows) is the "
-                    "baseline of the next pass",
-                ),
-                [],
-                baseline_next,
-            )
-    # No decision above the position: no marker above it to prune.
-    limit = participants.PRUNABLE_AFTER_SECONDS
-    prunable = oldest_seconds is not None and oldest_seconds > limit
-    behind = [
-        t
-        for t in tokens
-        if (h := evidence.horizons.get(t)) is not None and start.batch(t) < h and prunable
-    ]
-    if behind:
-        horizon = max(evidence.horizons[t] for t in behind)
-        return (
-            CheckRun(
-                Check.TABLE_COUNT,
-                subject,
-                Status.NOT_RUN,
-                f"markers were pruned through batch {horizon}, past the last audited batch "
-                f"{min(start.batch(t) for t in behind)}: audits must run more often than markers "
-                "are kept (1,000 batches and a day); the count now is the next pass's baseline",
-            ),
-            [],
-            baseline_next,
-        )
+    why, zero = table_gate(
+        evidence,
+        start,
+        tokens,
+        unmarked,
+        oldest_seconds,
+        known=baseline is not None,
+        now=f"its count now ({rows} rows)",
+    )
+    if why is not None:
+        return CheckRun(Check.TABLE_COUNT, subject, Status.NOT_RUN, why), [], baseline_next
+    baseline = 0 if zero else baseline
+    assert baseline is not None
     expected = baseline + _marker_rows(evidence, starts, {})
     found: list[Violation] = []
     if rows != expected:

@@ -23,7 +23,7 @@ import decimal
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 
-from eo_jobs.audit import participants
+from eo_jobs.audit.counts import few, table_gate
 from eo_jobs.audit.evidence import LoggedDecision, SinkEvidence
 from eo_jobs.audit.model import Check, CheckRun, Position, SinkTarget, Status, Violation
 from eo_jobs.protocol.gid import Gid, sink_token
@@ -130,7 +130,7 @@ def check_batch_sums(
                     )
                 )
     detail = "; ".join(
-        [f"batches {_few(batches)} not checked: {why}" for why, batches in skipped.items()]
+        [f"batches {few(batches)} not checked: {why}" for why, batches in skipped.items()]
         + ([_missing(target, evidence)] if evidence.missing_sum_columns else [])
     )
     status = Status.PARTIAL if detail else Status.RAN
@@ -188,46 +188,24 @@ def check_table_sums(
     book = _Book(target.name, columns, evidence, decisions)
     baseline_next = book.baseline_next(table, baseline, starts, end)
     now = ", ".join(f"sum({c}) {_text(table[c])}" for c in columns)
-    unmarked = sorted(unmarked)
-    if unmarked:
-        return not_run(
-            f"batches {_few(unmarked)} wrote rows without participants (at-least-once or "
-            "idempotent), which commit no markers to account for",
-            baseline_next,
-        )
-    horizon = max(evidence.horizons.values(), default=None)
-    from_start = not any(batch >= 0 for batch in start.batches.values())
-    if baseline is None:
-        if horizon is None and from_start:
-            baseline = {c: Decimal(0) for c in columns}
-        else:
-            why = (
-                f"markers are pruned through batch {horizon}"
-                if horizon is not None
-                else "this pass starts at a position"
-            )
-            return not_run(
-                f"no baseline for this table's sums yet ({why}): its sums now ({now}) are the "
-                "baseline of the next pass",
-                baseline_next,
-            )
-    prunable = oldest_seconds is not None and oldest_seconds > participants.PRUNABLE_AFTER_SECONDS
-    behind = [
-        t
-        for t in tokens
-        if (h := evidence.horizons.get(t)) is not None and start.batch(t) < h and prunable
-    ]
-    if behind:
-        return not_run(
-            f"markers were pruned through batch {max(evidence.horizons[t] for t in behind)}, past "
-            f"the last audited batch {min(start.batch(t) for t in behind)}: the sums now are the "
-            "next pass's baseline",
-            baseline_next,
-        )
+    why, zero = table_gate(
+        evidence,
+        start,
+        tokens,
+        unmarked,
+        oldest_seconds,
+        known=baseline is not None,
+        now=f"its sums now ({now})",
+    )
+    if why is not None:
+        return not_run(why, baseline_next)
+    if zero:
+        baseline = {c: Decimal(0) for c in columns}
+    assert baseline is not None
     since, gaps = book.total(book.committed(starts, {}))
     if gaps:
         return not_run(
-            "; ".join(f"batches {_few(b)}: {why}" for why, b in gaps.items())
+            "; ".join(f"batches {few(b)}: {why}" for why, b in gaps.items())
             + ": the table's sums cannot be accounted for in this pass"
             + (", its sums now are the next pass's baseline" if baseline_next else ""),
             baseline_next,
@@ -347,8 +325,3 @@ def _missing(target: SinkTarget, evidence: SinkEvidence) -> str:
 def _text(value: Decimal) -> str:
     """Decimal text, never in exponent notation (what ``Position.table_sums`` keeps)."""
     return f"{value:f}"
-
-
-def _few(batches: list[int]) -> str:
-    shown = ", ".join(str(b) for b in batches[:10])
-    return shown + (f" (+{len(batches) - 10} more)" if len(batches) > 10 else "")
