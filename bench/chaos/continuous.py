@@ -76,8 +76,9 @@ class ContinuousAudit:
         self.passes += 1
         self.batches += result.batches
         self.position = result.end
-        self.not_run |= {f"{c.check} {c.subject}: {c.detail}" for c in result.not_run()}
-        self.ran |= {str(c.check) for c in result.checks if c not in result.not_run()}
+        partly = result.not_run()
+        self.not_run |= {f"{c.check} {c.subject}: {c.detail}" for c in partly}
+        self.ran |= {str(c.check) for c in result.checks if c not in partly}
         for violation in result.violations:
             if self._new(violation):
                 self.violations[f"audit_{violation.check}"] += 1

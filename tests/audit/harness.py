@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from eo_jobs.audit import AuditTarget, SinkTarget
-from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.control import ControlStore, Sums
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
 from eo_jobs.protocol.gid import query_token
 from eo_jobs.protocol.xa import PreparedTransactions
@@ -31,7 +31,7 @@ from tests.protocol import harness
 from tests.protocol.harness import PIPELINE, QUERY, SINK, TASKS
 
 Offsets = Callable[[int], list[Any]]
-BatchSums = Mapping[str, Mapping[str, str] | None] | None
+BatchSums = Sums | None
 Sums = Callable[[int], BatchSums]
 
 TOTALS = "totals"

@@ -252,7 +252,9 @@ def _participant_checks(
         for m in sink.markers.values()
         if m.batch_id > upper.get(m.parsed.query, -1)
     ]
-    late = read_decisions_of(state.target.control_dsn, state.target.pipeline, above)
+    late = read_decisions_of(
+        state.target.control_dsn, state.target.pipeline, above, state.control.has_sums
+    )
     state.late = late
     state.violations.extend(
         participants.check_orphans(

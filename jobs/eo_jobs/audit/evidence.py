@@ -185,12 +185,15 @@ def _decision(row: Sequence[Any]) -> LoggedDecision:
     return LoggedDecision(str(q), int(b), int(e), tuple(p), o, int(r), t, sums)
 
 
-def read_decisions_of(dsn: str, pipeline: str, batches: Iterable[int]) -> list[LoggedDecision]:
+def read_decisions_of(
+    dsn: str, pipeline: str, batches: Iterable[int], has_sums: bool = True
+) -> list[LoggedDecision]:
     """The decisions of these batch ids (any query), read after the sinks were.
 
     A participant's marker becomes visible only after its decision is durable, so a marker
     above the decisions the pass read is either of a batch decided meanwhile (this read finds
-    its decision) or of a batch with no decision at all.
+    its decision) or of a batch with no decision at all. ``has_sums``: ``eo.decisions`` has the
+    ``sums`` column (``ControlEvidence.has_sums``, read once per pass).
     """
     wanted = sorted(set(batches))
     if not wanted:
@@ -200,7 +203,7 @@ def read_decisions_of(dsn: str, pipeline: str, batches: Iterable[int]) -> list[L
             """SELECT query_id, batch_id, epoch, participants, source_offsets, rows_written,
                       decided_at, {sums}
                FROM eo.decisions WHERE pipeline = %s AND batch_id = ANY(%s)"""
-        ).format(sums=_sums_column(_has_sums(conn)))
+        ).format(sums=_sums_column(has_sums))
         rows = conn.execute(query, (pipeline, wanted)).fetchall()
     return [_decision(row) for row in rows]
 

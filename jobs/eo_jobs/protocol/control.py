@@ -133,6 +133,11 @@ DDL = (
 """Every object of schema ``eo`` with the statement that creates it (the last three are the
 registry of ``protocol.registry``); a three-part name is a column added to an older table."""
 
+Sums = Mapping[str, Mapping[str, str] | None]
+"""Per sink with declared sum columns: column -> exact sum as decimal text over the rows the
+batch wrote there; None for a sink whose rows this batch have no comparable sum (records its
+database refused went to dead letters). Stored with the decision (``eo.decisions.sums``)."""
+
 FENCE_OWNER_ENV = "EO_FENCE_OWNER"
 """The driver's fence owner (the operator sets it to the pipeline object's UID; ``eo run
 --fence-owner`` sets it too). Unset, a driver runs only under a fence nobody owns."""
@@ -457,7 +462,7 @@ class ControlStore(LazyConnection):
         source_offsets: Any,
         rows_written: int,
         prepare_ms: float,
-        sums: Mapping[str, Mapping[str, str] | None] | None = None,
+        sums: Sums | None = None,
     ) -> float:
         """Write the decision of a batch under the fence; return its duration in ms.
 

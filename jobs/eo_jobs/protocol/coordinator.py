@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eo_jobs.protocol.control import ControlStore, Decision, Fence, ForeignFenceOwnerError
+from eo_jobs.protocol.control import ControlStore, Decision, Fence, ForeignFenceOwnerError, Sums
 from eo_jobs.protocol.errors import (
     CheckpointMismatchError,
     CheckpointResetError,
@@ -28,11 +28,6 @@ from eo_jobs.protocol.retention import audited_batch
 from eo_jobs.protocol.xa import PreparedTransactions
 
 log = logging.getLogger("eo.coordinator")
-
-Sums = Mapping[str, Mapping[str, str] | None]
-"""Per sink with declared sum columns: column -> exact sum as decimal text over the rows the
-batch wrote there; None for a sink whose rows this batch have no comparable sum (records its
-database refused went to dead letters). Stored with the decision (``eo.decisions.sums``)."""
 
 MARKER_PRUNE_EVERY = 100
 """Phase 2 prunes old markers at every batch whose id is a multiple of this."""
