@@ -140,6 +140,7 @@ def target(
     prepared_bound: float = 600.0,
     sum_columns: tuple[str, ...] = (),
     totals: bool = False,
+    by_eo: bool = False,
 ) -> AuditTarget:
     """The harness pipeline as the auditor sees it: one database for control and sinks (the
     totals sink, with ``totals``, accumulating ``volume``)."""
@@ -149,6 +150,7 @@ def target(
         harness.TABLE,
         append_only=append_only,
         batch_column=batch_column,
+        batch_column_by_eo=by_eo,
         sum_columns=sum_columns,
     )
     sinks = (sink,)

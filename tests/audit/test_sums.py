@@ -185,6 +185,37 @@ def test_a_sink_that_is_neither_append_only_nor_accumulating_is_not_run(pg_dsn: 
     assert "append-only" in runs["ledger"].detail and "accumulate" in runs["ledger"].detail
 
 
+def test_a_batch_column_eo_writes_is_checked_per_batch_without_the_append_only_declaration(
+    pg_dsn: str,
+) -> None:
+    """``auditColumn``: only eo writes batch ids there, so rows and sums per batch are checked
+    whatever else writes the table; the whole table's count and sums still need the
+    declaration. Another writer's row (no batch id) is not a violation; an amount changed in
+    an eo row is, naming its batch."""
+    h.drive(pg_dsn, range(3), sums=h.ledger_sums)
+    target = h.target(
+        pg_dsn,
+        append_only=False,
+        batch_column="batch_id",
+        sum_columns=("amount_cents",),
+        by_eo=True,
+    )
+    h.sql(pg_dsn, f"INSERT INTO {ph.TABLE} (id, amount_cents) VALUES (-1, 5)")
+    result = audit(target)
+    assert result.ok, result.violations
+    statuses = {(c.check, c.subject): c.status for c in result.checks}
+    subject = f"{h.SINK} ({ph.TABLE}.batch_id)"
+    assert statuses[(Check.BATCH_COLUMN, subject)] is Status.RAN
+    assert _runs(result)["ledger per batch"].status is Status.RAN
+    assert _runs(result)["ledger"].status is Status.NOT_RUN
+
+    h.sql(pg_dsn, f"UPDATE {ph.TABLE} SET amount_cents = amount_cents + 1 "
+                  "WHERE id = (SELECT min(id) FROM "
+                  f"{ph.TABLE} WHERE batch_id = 1)")  # fmt: skip
+    changed = audit(target)
+    assert [(v.check, v.batch) for v in changed.violations] == [(Check.SUM_COLUMNS, 1)]
+
+
 def test_old_position_json_without_sums_still_loads() -> None:
     old = {"batches": {"q": 3}, "table_rows": {"ledger": 240}}
     position = Position.from_json(old)

@@ -59,3 +59,13 @@ def test_sum_columns_and_accumulate_come_from_the_spec(tmp_path: Path) -> None:
         ("accounts", (), False),
         ("totals", ("volume",), True),
     ]
+
+
+def test_an_audit_column_from_the_spec_is_the_batch_column_eo_writes(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(SPEC.replace("table: public.ledger}", "table: public.ledger, auditColumn: b}"))
+    target = target_for(load_pipeline(str(path)), {"ledger": "a", "accounts": "b"}, "c")
+    assert [(s.name, s.batch_column, s.batch_column_by_eo, s.per_batch) for s in target.sinks] == [
+        ("ledger", "b", True, True),
+        ("accounts", None, False, False),
+    ]

@@ -27,6 +27,7 @@ INVALID = {
     "accumulate-without-add-columns.yaml": "spec.sinks[0].postgres.addColumns",
     "sum-columns-upsert.yaml": "spec.sinks[0].postgres.sumColumns",
     "sum-columns-at-least-once.yaml": "spec.sinks",
+    "audit-column-upsert.yaml": "spec.sinks[0].postgres.auditColumn",
 }
 
 

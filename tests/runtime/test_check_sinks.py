@@ -53,3 +53,66 @@ def test_an_accumulate_sink_whose_rows_are_not_its_keys_and_addends_is_refused_n
         message
     )
     assert "sink ledger" not in message
+
+
+def _ledger(**postgres: object) -> dict[str, object]:
+    return {
+        "name": "ledger",
+        "postgres": {"dsn": {"env": "PG"}, "table": "public.ledger", **postgres},
+    }
+
+
+def test_an_audit_column_the_rows_already_have_is_refused_naming_the_query_to_change(
+    pg_dsn: str,
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ledger (id bigint, eo_batch bigint)")
+    pipeline = parse_pipeline(document(sinks=[_ledger(auditColumn="eo_batch")]))
+    schemas = {"ledger": [("id", "bigint"), ("eo_batch", "bigint")]}
+
+    with pytest.raises(StartupError) as refused:
+        check_sinks(pipeline, {"ledger": pg_dsn}, schemas)
+
+    assert (
+        "sink ledger: [audit-column] the sink's rows already have a column eo_batch, and eo "
+        "fills auditColumn with the batch id itself: drop or rename eo_batch in "
+        "spec.transform.sql" in str(refused.value)
+    )
+
+
+@pytest.mark.parametrize(
+    ("ddl", "named"),
+    [
+        ("CREATE TABLE public.ledger (id bigint)", "ADD COLUMN eo_batch bigint"),
+        (
+            "CREATE TABLE public.ledger (id bigint, eo_batch text)",
+            "ALTER COLUMN eo_batch TYPE bigint",
+        ),
+        (
+            "CREATE TABLE public.ledger (id bigint, eo_batch smallint)",
+            "ALTER COLUMN eo_batch TYPE bigint",
+        ),
+    ],
+    ids=["missing", "text", "smallint"],
+)
+def test_a_table_that_cannot_hold_the_audit_column_is_refused_naming_it(
+    pg_dsn: str, ddl: str, named: str
+) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(ddl)
+    pipeline = parse_pipeline(document(sinks=[_ledger(auditColumn="eo_batch")]))
+
+    with pytest.raises(StartupError) as refused:
+        check_sinks(pipeline, {"ledger": pg_dsn}, {"ledger": [("id", "bigint")]})
+
+    problems = [line for line in str(refused.value).splitlines() if "sink ledger" in line]
+    assert len(problems) == 1, problems
+    assert "sink ledger: [audit-column]" in problems[0] and named in problems[0], problems
+
+
+def test_a_table_with_a_bigint_audit_column_passes(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.ledger (id bigint, eo_batch bigint)")
+    pipeline = parse_pipeline(document(sinks=[_ledger(auditColumn="eo_batch")]))
+
+    check_sinks(pipeline, {"ledger": pg_dsn}, {"ledger": [("id", "bigint")]})

@@ -132,3 +132,23 @@ def test_an_accumulate_sink_cannot_be_audited_as_append_only() -> None:
     document = _totals(audit={"appendOnly": ["daily"]})
     with pytest.raises(SpecError, match="sink daily is mode accumulate"):
         parse_pipeline(document)
+
+
+@pytest.mark.parametrize(
+    "postgres",
+    [
+        {"mode": "upsert", "keyColumns": ["order_id"], "auditColumn": "eo_batch"},
+        {"mode": "accumulate", "keyColumns": ["m"], "addColumns": ["a"], "auditColumn": "b"},
+    ],
+    ids=["upsert", "accumulate"],
+)
+def test_an_audit_column_is_for_append_sinks_only(postgres: dict[str, object]) -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_pipeline(_document(**postgres))
+    assert "spec.sinks[0].postgres.auditColumn" in str(raised.value)
+    assert "auditColumn only applies to mode append" in str(raised.value)
+
+
+def test_an_append_sink_takes_an_audit_column() -> None:
+    sink = parse_pipeline(_document(auditColumn="eo_batch")).spec.sinks[0]
+    assert sink.postgres.audit_column == "eo_batch"

@@ -301,16 +301,19 @@ def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvi
     wanted.append((DEAD_LETTER_SINK, target.dead_letters_dsn(), None))
     for name, dsn, sink in wanted:
         counted = sink is not None and sink.append_only
-        summed = sink is not None and bool(sink.sum_columns) and (counted or sink.accumulates)
+        per_batch = sink is not None and sink.per_batch
+        whole = sink is not None and bool(sink.sum_columns) and (counted or sink.accumulates)
+        summed = sink is not None and bool(sink.sum_columns) and (whole or per_batch)
         try:
             read[sink_token(name)] = read_sink(
                 dsn,
                 target.pipeline,
                 name,
                 positions,
-                table=sink.table if (counted or summed) and sink else None,
-                batch_column=sink.batch_column if counted and sink else None,
+                table=sink.table if (counted or summed or per_batch) and sink else None,
+                batch_column=sink.batch_column if per_batch and sink else None,
                 sum_columns=sink.sum_columns if summed and sink else (),
+                whole_table=counted or whole,
             )
         except psycopg.Error as exc:
             why = f"cannot read its database: {' '.join(str(exc).split())}"

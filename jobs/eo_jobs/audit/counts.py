@@ -185,14 +185,14 @@ def check_batch_column(
     if target.batch_column is None:
         return None, []
     subject = f"{target.name} ({target.table}.{target.batch_column})"
-    if not target.append_only:
+    if not target.per_batch:
         return (
             CheckRun(
                 Check.BATCH_COLUMN,
                 subject,
                 Status.NOT_RUN,
-                "rows per batch equal rows written only in a table declared append-only with eo "
-                "as its only writer",
+                "rows per batch equal rows written only in a column eo fills (auditColumn) or a "
+                "table declared append-only with eo as its only writer",
             ),
             [],
         )

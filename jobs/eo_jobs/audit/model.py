@@ -71,13 +71,23 @@ class SinkTarget:
     """``schema.table``."""
     append_only: bool = False
     batch_column: str | None = None
-    """A column holding the batch id of each row (written by eo or the transform), or None."""
+    """A column holding the batch id of each row (eo's ``auditColumn``, or one the transform
+    writes), or None."""
+    batch_column_by_eo: bool = False
+    """``batch_column`` is the sink's ``auditColumn``: eo alone writes batch ids into it, so
+    the rows carrying a batch's id are that batch's whether or not other writers add rows."""
     sum_columns: tuple[str, ...] = ()
     """Columns whose exact sum per batch eo stores with the decision (``sumColumns``)."""
     accumulates: bool = False
     """The sink is mode accumulate: eo adds each batch's sums onto the table's rows, so (with
     eo the only writer of its sum columns) the table's sum of each moves by exactly the
     batch's."""
+
+    @property
+    def per_batch(self) -> bool:
+        """Rows (and sums) per batch can be checked: a batch column that only eo's batches
+        fill, because eo writes it or because the table is declared eo's alone."""
+        return self.batch_column is not None and (self.append_only or self.batch_column_by_eo)
 
 
 @dataclass(frozen=True)

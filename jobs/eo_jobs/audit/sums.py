@@ -89,10 +89,10 @@ def check_batch_sums(
     def not_run(why: str) -> tuple[CheckRun, list[Violation]]:
         return CheckRun(Check.SUM_COLUMNS, subject, Status.NOT_RUN, why), []
 
-    if not target.append_only:
+    if not target.per_batch:
         return not_run(
-            "sums per batch equal the table's only in a table declared append-only with eo as "
-            "its only writer"
+            "sums per batch equal the table's only in a column eo fills (auditColumn) or a "
+            "table declared append-only with eo as its only writer"
         )
     if not has_sums:
         return not_run(_NO_COLUMN)

@@ -3,9 +3,9 @@
 The operator resolves DSNs from Secrets and the CLI from the environment; both then describe
 the pipeline to the auditor the same way: the spec's sinks and tables, the control database
 (``spec.control``, else the first sink's), the dead-letter table in the first sink's database,
-the checkpoint location, each sink's ``sumColumns`` and whether it accumulates. What eo cannot
-know from the spec (which tables are append-only with eo as their only writer, which column
-holds the batch id) is passed in.
+the checkpoint location, each sink's ``sumColumns``, ``auditColumn`` and whether it accumulates.
+What eo cannot know from the spec (which tables are append-only with eo as their only writer,
+which column of the user's rows holds the batch id) is passed in.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def target_for(
             sink_dsns[s.name],
             s.postgres.table,
             append_only=s.name in append_only,
-            batch_column=columns.get(s.name),
+            batch_column=s.postgres.audit_column or columns.get(s.name),
+            batch_column_by_eo=s.postgres.audit_column is not None,
             sum_columns=tuple(s.postgres.sum_columns),
             accumulates=s.postgres.mode == "accumulate",
         )

@@ -340,6 +340,8 @@ class ForeachBatch:
         ctx = self.ctx
         writer = ctx.writers[sink]
         spec = next(s for s in ctx.spec.sinks if s.name == sink).postgres
+        if spec.audit_column is not None:
+            frame = frame.withColumn(spec.audit_column, F.lit(batch_id).cast("bigint"))
         present = frame.columns
         wanted = [*writer.columns, *[c for c in (DL_RAW, DL_REASON) if c in present]]
         if wanted != present:  # each select is analysed in the JVM: skip the no-op one

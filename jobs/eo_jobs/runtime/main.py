@@ -191,15 +191,36 @@ def ensure_dead_letter_table(dsn: str, table: str) -> None:
             conn.execute(psycopg.sql.SQL(DEAD_LETTER_DDL).format(table_identifier(table)))
 
 
+def written_schema(sink: SinkSpec, schema: Schema) -> Schema:
+    """The columns eo writes into the sink: the rows' own, then the ``auditColumn`` it fills
+    with the batch id (a Spark literal added to the sink's rows, so both writers write it as
+    they write any bigint column)."""
+    column = sink.postgres.audit_column
+    return schema if column is None else [*schema, (column, "bigint")]
+
+
+def _audit_column_problems(index: int, sink: SinkSpec, columns: list[str]) -> list[str]:
+    """eo fills the audit column itself: the rows may not bring a column of that name."""
+    column = sink.postgres.audit_column
+    if column is None or column not in columns:
+        return []
+    where = f"spec.sinks[{index}].transform.sql" if sink.transform else "spec.transform.sql"
+    return [
+        f"[audit-column] the sink's rows already have a column {column}, and eo fills "
+        f"auditColumn with the batch id itself: drop or rename {column} in {where} (or in the "
+        f"source schema), or choose another spec.sinks[{index}].postgres.auditColumn"
+    ]
+
+
 def writers_for(
     pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Schema]
 ) -> dict[str, PostgresWriter]:
-    """One picklable writer per sink, of the sink's own columns."""
+    """One picklable writer per sink, of the columns eo writes into it."""
     return {
         s.name: PostgresWriter(
             dsn=dsns[s.name],
             table=s.postgres.table,
-            columns=tuple(name for name, _ in schemas[s.name]),
+            columns=tuple(name for name, _ in written_schema(s, schemas[s.name])),
             mode=s.postgres.mode,
             key_columns=tuple(s.postgres.key_columns),
             version_column=s.postgres.version_column,
@@ -240,21 +261,24 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Sch
     for index, sink in enumerate(pipeline.spec.sinks):
         schema = schemas[sink.name]
         columns = [name for name, _ in schema]
+        written = written_schema(sink, schema)
         with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
             for problem in [
                 *_accumulate_problems(index, sink, columns),
+                *_audit_column_problems(index, sink, columns),
                 *sum_column_problems(sink, schema),
                 *check_contract(
                     conn,
                     sink.postgres.table,
-                    columns=columns,
+                    columns=[name for name, _ in written],
                     mode=sink.postgres.mode,
                     key_columns=sink.postgres.key_columns,
                     two_phase=two_phase,
                     add_columns=sink.postgres.add_columns,
                     sum_columns=sink.postgres.sum_columns,
+                    audit_column=sink.postgres.audit_column,
                 ),
-                *column_type_problems(conn, sink.postgres.table, schema),
+                *column_type_problems(conn, sink.postgres.table, written),
                 *(
                     dead_letter_problems(conn, pipeline.spec.dead_letter_table())
                     if index == 0 or sink.transform is not None

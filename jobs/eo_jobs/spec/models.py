@@ -49,6 +49,11 @@ TableName = Annotated[str, StringConstraints(pattern=TABLE_PATTERN, max_length=1
 Memory = Annotated[str, StringConstraints(pattern=MEMORY_PATTERN, max_length=16)]
 
 
+PROGRESS_MARGIN_SECONDS = 30
+"""What restartPolicy.progressTimeoutSeconds needs above the longest batch and the trigger
+interval: Spark reports an idle trigger every 10 s at most, the operator reads it every 10 s."""
+
+
 def _rules(*rules: tuple[str, str, str]) -> dict[str, Any]:
     """CEL rules for the CRD (``x-kubernetes-validations``), mirroring a model validator."""
     return {
@@ -334,6 +339,12 @@ class PostgresSink(Model):
                 "the batch's sums)",
                 ".sumColumns",
             ),
+            (
+                "self.mode == 'append' || !has(self.auditColumn)",
+                "auditColumn only applies to mode append: an upsert or accumulate row holds "
+                "several batches' records, so no single batch id describes it",
+                ".auditColumn",
+            ),
         )
     )
 
@@ -359,6 +370,15 @@ class PostgresSink(Model):
     batch writes here eo computes in Spark before writing and stores with the batch's decision,
     so the audit can check the table against it (per batch with a batch column, else the
     table's whole sum for an append-only or accumulate table): e.g. [amount_cents]."""
+    audit_column: ColumnName | None = None
+    """Append only: a bigint column of the table that eo fills with each row's batch id (the
+    pipeline's rows must not have a column of that name). The continuous audit then checks, per
+    batch, that the table holds exactly the rows the batch's decision says were written, and
+    names the batch of a row deleted or inserted twice (the batch-column check; with
+    sumColumns, the per-batch sums too). Rows other writers add (NULL in it) are not counted,
+    so the table need not be declared in audit.appendOnly. Add it with e.g.
+    ALTER TABLE public.payments ADD COLUMN eo_batch bigint, and an index on it if the table
+    is large (each audit pass counts the rows above its position)."""
     version_column: ColumnName | None = None
     """Upsert only: among rows with the same key, in a batch and across batches, the one with
     the highest value wins; NULL is older than any value, and among equal versions the later
@@ -393,6 +413,12 @@ class PostgresSink(Model):
             )
         if self.mode != "accumulate" and self.add_columns:
             raise FieldError("addColumns", "addColumns only applies to mode accumulate")
+        if self.mode != "append" and self.audit_column is not None:
+            raise FieldError(
+                "auditColumn",
+                f"auditColumn only applies to mode append (this sink is mode {self.mode}): an "
+                "upsert or accumulate row holds several batches' records; remove auditColumn",
+            )
         if self.mode == "upsert" and self.sum_columns:
             raise FieldError(
                 "sumColumns",
@@ -682,6 +708,16 @@ class RestartPolicy(Model):
     keep_failed_pods: Annotated[int, Field(ge=0, le=10)] = 1
     """Failed driver pods kept for their logs and termination message (the newest ones; older
     ones are deleted). They hold no CPU or memory; 0 deletes a failed driver at once."""
+    progress_timeout_seconds: Annotated[int, Field(ge=0, le=604800)] | None = None
+    """A Running driver that made no progress for this long is hung: it is deleted and relaunched
+    with a new epoch after the backoff (a batch it may still run is fenced), a counted restart
+    with reason DriverHung. Progress is a trigger the driver reports on its metrics endpoint
+    (after each batch; while idle, every trigger interval or 10 s, whichever is longer), a
+    decided batch, or its launch. No heartbeat comes while a batch runs, so this must exceed
+    the longest legitimate batch: at least alerts.maxCheckpointDurationSeconds +
+    checkpoint.triggerIntervalSeconds + 30. Unset: twice the sum of those two, at least 600
+    (620 with the defaults). 0: off. Only a driver whose endpoint answered the operator is
+    judged: one it never reached is alerted on (EoNoRecentCommit), not restarted."""
 
     @model_validator(mode="after")
     def _cap_not_below_start(self) -> RestartPolicy:
@@ -742,8 +778,9 @@ class Audit(Model):
     batch_columns: Annotated[dict[str, ColumnName], Field(max_length=8)] = Field(
         default_factory=dict
     )
-    """Sink name -> a column holding each row's batch id: rows per batch are checked, and a
-    count difference names its batch (the batch-column check). The sink must be appendOnly."""
+    """Sink name -> a column of the pipeline's rows holding each row's batch id: rows per batch
+    are checked, and a count difference names its batch (the batch-column check). The sink must
+    be appendOnly. Simpler: let eo write the batch id (the sink's postgres.auditColumn)."""
 
 
 class PipelineSpec(Model):
@@ -751,6 +788,19 @@ class PipelineSpec(Model):
 
     model_config = ConfigDict(
         json_schema_extra=_rules(
+            (
+                "!has(self.restartPolicy) || !has(self.restartPolicy.progressTimeoutSeconds)"
+                " || self.restartPolicy.progressTimeoutSeconds == 0"
+                " || self.restartPolicy.progressTimeoutSeconds >= "
+                "(has(self.alerts) && has(self.alerts.maxCheckpointDurationSeconds)"
+                " ? self.alerts.maxCheckpointDurationSeconds : 300)"
+                " + (has(self.checkpoint.triggerIntervalSeconds)"
+                " ? self.checkpoint.triggerIntervalSeconds : 10) + 30",
+                "restartPolicy.progressTimeoutSeconds must be 0 (off) or at least "
+                "alerts.maxCheckpointDurationSeconds + checkpoint.triggerIntervalSeconds + 30: no "
+                "heartbeat comes while a batch runs, so a smaller bound restarts healthy drivers",
+                ".restartPolicy.progressTimeoutSeconds",
+            ),
             (
                 "self.sinks.all(s, self.sinks.exists_one(t, t.name == s.name))",
                 "sink names must be unique",
@@ -889,6 +939,25 @@ class PipelineSpec(Model):
                     f"list {name!r} in audit.appendOnly too (rows per "
                     "batch are counted only in a table eo alone appends to)",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _progress_timeout_above_a_batch(self) -> PipelineSpec:
+        timeout = self.restart_policy.progress_timeout_seconds
+        least = (
+            self.alerts.max_checkpoint_duration_seconds
+            + self.checkpoint.trigger_interval_seconds
+            + PROGRESS_MARGIN_SECONDS
+        )
+        if timeout and timeout < least:
+            raise FieldError(
+                "restartPolicy.progressTimeoutSeconds",
+                f"progressTimeoutSeconds {timeout} is below alerts.maxCheckpointDurationSeconds "
+                f"({self.alerts.max_checkpoint_duration_seconds}) + checkpoint."
+                f"triggerIntervalSeconds ({self.checkpoint.trigger_interval_seconds}) + "
+                f"{PROGRESS_MARGIN_SECONDS}: no heartbeat comes while a batch runs, so a batch "
+                f"that slow would be restarted as hung; set it to at least {least}, or 0 (off)",
+            )
         return self
 
     @model_validator(mode="after")

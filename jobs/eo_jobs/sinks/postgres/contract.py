@@ -38,6 +38,7 @@ def check_contract(
     two_phase: bool = True,
     add_columns: Sequence[str] = (),
     sum_columns: Sequence[str] = (),
+    audit_column: str | None = None,
 ) -> list[ContractProblem]:
     """Every contract problem of ``table`` for this writer; empty when all is well."""
     problems: list[ContractProblem] = []
@@ -101,7 +102,7 @@ def check_contract(
             (oid,),
         ).fetchall()
     }
-    missing = [c for c in columns if c not in existing]
+    missing = [c for c in columns if c not in existing and c != audit_column]
     if missing:
         problems.append(
             ContractProblem(
@@ -121,7 +122,39 @@ def check_contract(
         )
     problems.extend(_inexact_sums(table, add_columns, existing))
     problems.extend(_inexact_sums(table, sum_columns, existing, what="sumColumns sums"))
+    problems.extend(_audit_column(table, audit_column, existing))
     return problems
+
+
+AUDIT_COLUMN_TYPES = ("bigint", "numeric")
+"""Types that hold every batch id and compare with one as a number (the audit counts the rows
+above its position): a narrower integer would refuse batch 32,768 or 2^31, text would compare
+as text."""
+
+
+def _audit_column(table: str, column: str | None, types: dict[str, str]) -> list[ContractProblem]:
+    """The ``auditColumn`` eo fills with batch ids: present, and of a type that holds them."""
+    if column is None:
+        return []
+    if column not in types:
+        fix = f"ALTER TABLE {table} ADD COLUMN {column} bigint"
+        return [
+            ContractProblem(
+                "audit-column",
+                f"table {table} has no column {column} for auditColumn (eo fills it with each "
+                f"row's batch id); run {fix}",
+            )
+        ]
+    if types[column] in AUDIT_COLUMN_TYPES:
+        return []
+    fix = f"ALTER TABLE {table} ALTER COLUMN {column} TYPE bigint"
+    return [
+        ContractProblem(
+            "audit-column",
+            f"auditColumn {table}.{column} is of type {types[column]}, which cannot hold every "
+            f"batch id as a number; run {fix}",
+        )
+    ]
 
 
 EXACT_SUM_TYPES = ("smallint", "integer", "bigint", "numeric")
