@@ -278,6 +278,10 @@ class PipelineMetrics:
             "eo_pipeline_start_timeouts",
             "Driver pods still Pending after restartPolicy.startTimeoutSeconds (deleted, counted).",
         )
+        self._hung_restarts = counter(
+            "eo_pipeline_hung_restarts",
+            "Running drivers restarted after no progress for restartPolicy.progressTimeoutSeconds.",
+        )
         self._recoveries = counter("eo_pipeline_recoveries", "Recoveries run (fence + resolve).")
         self._recovery_duration = histogram(
             "eo_pipeline_recovery_duration_seconds", "Duration of one recovery.", RECOVERY_BUCKETS
@@ -356,7 +360,7 @@ class PipelineMetrics:
             self._alert_max_failure_rate, self._alert_no_commit_floor, self._in_doubt,
             self._in_doubt_oldest_age,
             self._in_doubt_resolutions, self._fenced_attempts, self._start_timeouts,
-            self._recoveries,
+            self._hung_restarts, self._recoveries,
             self._recovery_duration, self._sink_prepared, self._sink_max_prepared,
             self._last_trigger, self._offsets_behind, self._last_observed,
         )  # fmt: skip
@@ -473,6 +477,10 @@ class PipelineMetrics:
         """Count a driver pod that did not start in time, once per pod (``driver``)."""
         self._count_once(namespace, pipeline, "start-timeout", self._start_timeouts, driver)
 
+    def record_hung(self, namespace: str, pipeline: str, driver: str) -> None:
+        """Count a Running driver restarted for making no progress, once per pod (``driver``)."""
+        self._count_once(namespace, pipeline, "hung", self._hung_restarts, driver)
+
     def _count_once(
         self, namespace: str, pipeline: str, kind: str, counter: Counter, driver: str | None
     ) -> None:
@@ -541,6 +549,7 @@ class PipelineMetrics:
         for metric in (
             self._fenced_attempts,
             self._start_timeouts,
+            self._hung_restarts,
             self._recoveries,
             self._recovery_duration,
         ):

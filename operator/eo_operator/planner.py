@@ -18,6 +18,9 @@ edge of the state machine is a unit test. The rules, in the order they are check
 |  | (``spec_hash``: what the driver runs) |  |
 | 7 | driver Pending past restartPolicy.startTimeoutSeconds | delete it; a counted failure |
 |  |  | (StartTimeout, its waiting reason in status.lastFailure), as in 10 |
+| 7b | driver Running, no progress for | delete it; a counted failure (DriverHung) |
+|  | restartPolicy.progressTimeoutSeconds | as in 7; held while the operator is blocked |
+|  | (its endpoint answered the operator) | (the restart could not recover) |
 | 8 | driver Pending/Running | Starting/Running |
 |  | driver exited while Stopping (being deleted) | wait for it to go: not a crash |
 | 9 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
@@ -55,7 +58,7 @@ from __future__ import annotations
 import enum
 import random
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
 from eo_jobs.spec.models import PipelineSpec
@@ -67,6 +70,10 @@ may sit on a node that is not Ready before it is fenced and replaced."""
 LOST = "DriverLost"
 SUSPENDED_MESSAGE = "driver stopped; in-doubt transactions resolved"
 TERMINATED = ("Succeeded", "Failed")
+HUNG = "DriverHung"
+"""Reason (event, status, lastFailure) of a Running driver restarted for making no progress."""
+PROGRESS_TIMEOUT_FLOOR = 600
+"""The least ``progress_timeout`` of a spec that names none."""
 FOREIGN_FENCE_OWNER = "ForeignFenceOwner"
 """The blocker reason of a sink fence another writer owns: a wait for a hand-over (phase
 Waiting), never a failure."""
@@ -198,6 +205,12 @@ class Observation:
     an operator setting, not part of the spec."""
     node_disruption: str = ""
     """Why the driver's node problem is the cluster's (``disruption``): rule 2 then holds."""
+    progress: datetime | None = None
+    """The newest progress of ``driver`` the operator saw (``progress.Watch``): the last trigger
+    its metrics endpoint reported (else when that endpoint first answered), or the last decided
+    batch if newer. None while the pod's endpoint has not answered this operator process: rule
+    7b then does not judge it, since the operator cannot tell a hung driver from one it cannot
+    reach (a NetworkPolicy, its own restart, a driver still starting)."""
     legacy_spec_hashes: frozenset[str] = frozenset()
     """The spec's hashes by the formula drivers launched before ``spec_hash`` was narrowed carry
     (``legacy_hash``): a pod with one of them runs the current spec, and is not restarted for a
@@ -256,6 +269,20 @@ def backoff_seconds(spec: PipelineSpec, failures: int, rng: random.Random) -> fl
     policy = spec.restart_policy
     base = min(policy.backoff_seconds * 2 ** max(failures - 1, 0), policy.max_backoff_seconds)
     return float(base * rng.uniform(0.8, 1.2))
+
+
+def progress_timeout(spec: PipelineSpec) -> int | None:
+    """The no-progress bound of rule 7b in seconds, None when off (0).
+
+    Unset, it is twice the longest a healthy driver goes without a heartbeat: a batch may take
+    ``alerts.maxCheckpointDurationSeconds`` (beyond it the slow-batch alert fires) and start a
+    trigger interval after the previous one ended; at least ``PROGRESS_TIMEOUT_FLOOR``.
+    """
+    explicit = spec.restart_policy.progress_timeout_seconds
+    if explicit is not None:
+        return explicit or None
+    gap = spec.alerts.max_checkpoint_duration_seconds + spec.checkpoint.trigger_interval_seconds
+    return max(PROGRESS_TIMEOUT_FLOOR, 2 * gap)
 
 
 def _event(reason: str, message: str, warning: bool = False) -> Action:
@@ -480,6 +507,10 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
             and obs.now - pod.created_at > timedelta(seconds=start_timeout)
         ):
             return _start_timeout(obs, spec, pod, rng)
+        # 7b. a Running driver that makes no progress
+        stalled = _no_progress_since(obs, spec, pod)
+        if stalled is not None and mem.blocked is None:
+            return _hung(obs, spec, pod, rng, *stalled)
         # 8. healthy
         phase = Phase.RUNNING if pod.phase == "Running" else Phase.STARTING
         restarts = mem.restarts
@@ -494,7 +525,7 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
         # ... or after a disruption that held rule 2 (``_disrupted``): it is over.
         if phase is Phase.STARTING and (mem.phase is Phase.FAILED or reason == NODE_DISRUPTION):
             reason = "Launched"
-        message, requeue = _healthy(pod, obs)
+        message, requeue = _healthy(pod, obs, stalled)
         return Plan(
             replace(
                 mem,
@@ -595,10 +626,21 @@ def _create_again(obs: Observation, blocked: Blocked) -> list[Action]:
     return [Action(Kind.LAUNCH, epoch=epoch, reason="Relaunch")]
 
 
-def _healthy(pod: DriverPod, obs: Observation) -> tuple[str, float]:
+def _healthy(
+    pod: DriverPod, obs: Observation, stalled: tuple[datetime, int] | None = None
+) -> tuple[str, float]:
     """Status message and requeue of rule 8; a node that is not Ready (within the node-lost
-    grace, or rule 2 would have applied) is said, and looked at again when the grace ends."""
+    grace, or rule 2 would have applied) is said, and looked at again when the grace ends; so
+    is a hung driver (rule 7b) held while the operator is blocked."""
     message = f"driver {pod.name} (epoch {pod.epoch}) is {pod.phase}"
+    blocked = obs.memory.blocked
+    if stalled is not None and blocked is not None:
+        since, bound = stalled
+        message = (
+            f"{message}; no progress since {_stamp(since)} (restartPolicy.progressTimeoutSeconds "
+            f"{bound}), not restarted while {blocked.reason}: its recovery needs what the "
+            "operator cannot reach"
+        )
     if not pod.node_problem or pod.node_problem_since is None:
         return message, 5.0
     deadline = pod.node_problem_since + obs.node_lost_grace
@@ -705,6 +747,65 @@ def _count_restart(spec: PipelineSpec, mem: Memory, now: datetime) -> int:
     if mem.last_failure is not None and now - mem.last_failure > window:
         return 1
     return mem.restarts + 1
+
+
+def _stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _no_progress_since(
+    obs: Observation, spec: PipelineSpec, pod: DriverPod
+) -> tuple[datetime, int] | None:
+    """Rule 7b's verdict on a Running driver: (its last progress, the bound) when that is older
+    than ``progress_timeout``, else None.
+
+    Progress is the newest of what the operator saw (``Observation.progress``) and the driver's
+    launch (``status.lastLaunchTime``, the pod's creation), so a driver still starting has the
+    whole bound from its launch. Not judged: a driver whose endpoint never answered this
+    operator process (``progress`` None: after an operator restart or a leader change, the
+    clock resumes only from the driver's own heartbeat, never from what no one watched), and a
+    driver whose node is not Ready (rule 2 and its disruption guard decide about it).
+    """
+    bound = progress_timeout(spec)
+    if bound is None or obs.progress is None or pod.phase != "Running" or pod.node_problem:
+        return None
+    seen = (obs.progress, obs.memory.last_launch, pod.created_at)
+    since = max(t for t in seen if t is not None)
+    if obs.now - since <= timedelta(seconds=bound):
+        return None
+    return since, bound
+
+
+def _hung(
+    obs: Observation,
+    spec: PipelineSpec,
+    pod: DriverPod,
+    rng: random.Random,
+    since: datetime,
+    bound: int,
+) -> Plan:
+    """Rule 7b: the failure path of rule 7 (delete, count, back off, recover, relaunch).
+
+    The pod is deleted gracefully, so its kubelet kills whatever still runs; the relaunch
+    raises the fence first, so a batch the old driver still completes is refused.
+    """
+    age = (obs.now - since).total_seconds()
+    unset = spec.restart_policy.progress_timeout_seconds is None
+    short = (
+        f"no trigger, decided batch or launch for {age:.0f}s (since {_stamp(since)}); "
+        f"restartPolicy.progressTimeoutSeconds is {bound}{' (unset: the default)' if unset else ''}"
+    )
+    message = (
+        f"driver {pod.name} (epoch {pod.epoch}) is hung: {short}. It is deleted and relaunched "
+        "with a new epoch, fenced against anything it still runs; if batches legitimately take "
+        "this long, raise restartPolicy.progressTimeoutSeconds"
+    )
+    failure = Failure(pod.name, HUNG, None, short, obs.now)
+    plan_ = _failure(obs, spec, rng, HUNG, message, failure)
+    actions = [Action(Kind.DELETE_POD, pod=pod.name, reason=HUNG), *plan_.actions]
+    if plan_.memory.reason != HUNG:  # CrashLoop: its event still says why
+        actions.append(_event(HUNG, message, warning=True))
+    return Plan(plan_.memory, actions, plan_.requeue_seconds)
 
 
 def _start_timeout(

@@ -9,6 +9,15 @@ even while the driver is dead (its own series then vanish).
 
 An unreachable driver is "not known", never "0": the no-progress clock then simply keeps
 running from the last heartbeat, commit or launch the operator did see.
+
+The same clock restarts a hung driver (``restartPolicy.progressTimeoutSeconds``, the planner's
+rule 7b), but only once the driver pod's endpoint has answered this operator process
+(:class:`Watch`): a driver the operator never reached may be one it cannot reach (a
+NetworkPolicy, a driver still starting, an operator that just restarted), and restarting it
+would not help. Once it answered, silence counts: a frozen process stops answering too. After
+an operator restart or a leader change the first answer carries the driver's own heartbeat, so
+the clock resumes from the driver's last trigger, neither from zero nor from a time no one
+watched.
 """
 
 from __future__ import annotations
@@ -31,6 +40,36 @@ class DriverProgress:
     last_trigger_time: float | None
     """Unix time; None before the driver's first trigger."""
     offsets_behind_latest: float | None
+
+
+@dataclass(frozen=True)
+class Watch:
+    """What this operator process saw of one driver pod's endpoint."""
+
+    pod: str
+    answered: float
+    """Unix time the pod's endpoint first answered this process: the driver had started."""
+    last_trigger_time: float | None = None
+    """The newest heartbeat the endpoint reported (the driver's clock)."""
+
+    @property
+    def newest(self) -> float:
+        """The driver's last trigger; before its first one, when its endpoint first answered."""
+        return self.last_trigger_time or self.answered
+
+
+def watch(
+    previous: Watch | None, pod: str, read: DriverProgress | None, now: float
+) -> Watch | None:
+    """The watch after one read of ``pod``'s endpoint; ``read`` None: it did not answer, and
+    what was seen of the same pod stands (a watch of another pod is dropped)."""
+    if previous is not None and previous.pod != pod:
+        previous = None
+    if read is None:
+        return previous
+    if previous is None:
+        return Watch(pod, now, read.last_trigger_time)
+    return Watch(pod, previous.answered, read.last_trigger_time or previous.last_trigger_time)
 
 
 def parse_driver_progress(exposition: str, pipeline: str) -> DriverProgress:

@@ -33,6 +33,7 @@ from eo_operator.kube import Conflict, Kube
 from eo_operator.legacy_hash import legacy_spec_hashes
 from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import (
+    HUNG,
     NODE_LOST_GRACE_SECONDS,
     Action,
     Blocked,
@@ -44,7 +45,7 @@ from eo_operator.planner import (
     Plan,
     plan,
 )
-from eo_operator.progress import read_driver_progress
+from eo_operator.progress import Watch, read_driver_progress, watch
 from eo_operator.resources import (
     LABEL_EPOCH,
     LABEL_SPEC_HASH,
@@ -291,6 +292,10 @@ class Reconciler:
         self._node_list_forbidden = False
         self._in_doubt: dict[tuple[str, str], int] = {}
         """In-doubt transactions each pipeline had at its last health pass."""
+        self._watches: dict[tuple[str, str], Watch] = {}
+        """What this process saw of each pipeline's driver endpoint (``progress.Watch``)."""
+        self._commits: dict[tuple[str, str], datetime] = {}
+        """Each pipeline's last decided batch, as its last health pass read it."""
         self.audits = ContinuousAudit(kube, metrics.audit, settings.audit_interval)
 
     def reconcile(self, namespace: str, name: str) -> float:
@@ -337,6 +342,7 @@ class Reconciler:
             failed=observed.failed,
             node_lost_grace=timedelta(seconds=self.settings.node_lost_grace_seconds),
             node_disruption=self._disruption(driver),
+            progress=self._progress((namespace, name), driver),
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -362,6 +368,15 @@ class Reconciler:
             for action in result.actions:
                 self._simple(obj, action)
         return result.requeue_seconds
+
+    def _progress(self, key: tuple[str, str], driver: DriverPod | None) -> datetime | None:
+        """``Observation.progress``: None unless the driver's endpoint answered this process."""
+        seen = self._watches.get(key)
+        if driver is None or seen is None or seen.pod != driver.name:
+            return None
+        heard = datetime.fromtimestamp(seen.newest, UTC)
+        commit = self._commits.get(key)
+        return heard if commit is None else max(heard, commit)
 
     def _disruption(self, driver: DriverPod | None) -> str:
         """The disruption guard's verdict (``disruption``), read only for a driver whose node
@@ -436,6 +451,10 @@ class Reconciler:
             a.kind is Kind.EVENT and a.reason == "StartTimeout" for a in result.actions
         ):
             self.metrics.record_start_timeout(namespace, name, driver.name)
+        if driver is not None and any(
+            a.kind is Kind.EVENT and a.reason == HUNG for a in result.actions
+        ):
+            self.metrics.record_hung(namespace, name, driver.name)
         if driver is None or driver.phase != "Running":
             return None
         for pod in pods:
@@ -663,10 +682,13 @@ class Reconciler:
         if time.monotonic() - self._health_at.get(key, 0.0) < interval:
             return
         self._health_at[key] = time.monotonic()
-        if driver_ip is not None:
+        if driver_ip is not None and driver is not None:
             progress = read_driver_progress(
                 driver_ip, pipeline.spec.driver.metrics_port, pipeline.key
             )
+            seen = watch(self._watches.get(key), driver.name, progress, time.time())
+            if seen is not None:
+                self._watches[key] = seen
             if progress is not None:
                 self.metrics.observe_driver_progress(
                     *key, progress.last_trigger_time, progress.offsets_behind_latest
@@ -719,6 +741,8 @@ class Reconciler:
         finally:
             sinks.close()
         self._in_doubt[key] = health.in_doubt
+        if health.last_commit_time is not None:
+            self._commits[key] = health.last_commit_time
         obj = self._publish(obj, pipeline, memory, driver, health, fresh)
         try:
             self.audits.run(obj, pipeline, sinks.bound.dsns, sinks.bound.control)
@@ -819,6 +843,8 @@ class Reconciler:
         self._tallies.pop((namespace, name), None)
         self._in_doubt.pop((namespace, name), None)
         self._health_at.pop((namespace, name), None)
+        self._watches.pop((namespace, name), None)
+        self._commits.pop((namespace, name), None)
         if pipeline is None:
             pipeline = self._last_launched(obj)
         if pipeline is None:

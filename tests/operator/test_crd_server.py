@@ -28,6 +28,7 @@ INVALID = {
     "sum-columns-upsert.yaml": "spec.sinks[0].postgres.sumColumns",
     "sum-columns-at-least-once.yaml": "spec.sinks",
     "audit-column-upsert.yaml": "spec.sinks[0].postgres.auditColumn",
+    "progress-timeout-below-a-batch.yaml": "spec.restartPolicy.progressTimeoutSeconds",
 }
 
 
