@@ -19,10 +19,23 @@ pipeline is in its phase, a window of ``--window`` seconds measures:
   (``pg_stat_database``), i.e. the operator's sink queries (the stand-ins write nothing);
 - **fresh p50/p95 s**: the age of every pipeline's ``eo_pipeline_last_observed_timestamp_seconds``
   (when a pass last observed it; status is written only when it changes), sampled every 5 s;
-- **settle s**: from applying the step's new pipelines to all of them in their phase.
+- **settle s**: from applying the step's new pipelines to all of them in their phase;
+- **audit**: whether the continuous audit was on (``spec.audit.enabled``) in the window; with
+  ``--audit both`` each step is measured with it on, then (the same pipelines, the same load)
+  with it off, and a second table gives its cost: the CPU it adds, per pass and per audited
+  batch, and at the chart's default interval (300 s);
+- **passes/s**, **audited/s**, **pass s**: audit passes and decided batches they read per
+  second, and a pass's mean wall time (``eo_audit_pass_duration_seconds``,
+  ``eo_audit_batches_total``).
 
-Usage: ``python -m bench.operator_scale [--steps 100 500 1000] [--window 60]``. It needs the
-cluster tools and PostgreSQL from ``./dev setup``, and prints a Markdown table with the
+So that the audit reads real evidence, every pipeline writes to a table of its own with an
+``auditColumn``, and is given ``--seed-batches`` decided batches through eo's protocol before
+the operator sees it; while the bench runs, the running pipelines' batches (one each per
+``--feed-every`` seconds, under the fence epoch and owner the operator set) are written the same
+way (``bench/audit_load.py``), so each pass has new decisions, markers and rows to check.
+
+Usage: ``python -m bench.operator_scale [--steps 100 500 1000] [--window 60] [--audit both]``.
+It needs the cluster tools and PostgreSQL from ``./dev setup``, and prints a Markdown table with the
 machine's load average next to it (the figures depend on what else runs).
 """
 
@@ -42,6 +55,7 @@ from typing import Any
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.audit_load import AUDIT_COLUMN, Feeder, PipelineWriter, create_tables, seed, table_of
 from eo_jobs.pgserver import temporary_server
 
 NAMESPACE = "scale"
@@ -67,10 +81,16 @@ class Row:
     fresh_p95_s: float
     fresh_max_s: float
     load_1m: float
+    audit: str = "on"
+    audit_passes_per_s: float = 0.0
+    audit_batches_per_s: float = 0.0
+    audit_pass_s: float = 0.0
 
 
-def manifest(name: str, work: Path, stand_in: Path | None) -> dict[str, Any]:
-    """A pipeline: suspended, or running the stand-in driver."""
+def manifest(
+    name: str, work: Path, stand_in: Path | None, audit: bool = True, interval: int = 300
+) -> dict[str, Any]:
+    """A pipeline: suspended, or running the stand-in driver; audited every ``interval`` s."""
     spec: dict[str, Any] = {
         "source": {
             "files": {
@@ -84,13 +104,15 @@ def manifest(name: str, work: Path, stand_in: Path | None) -> dict[str, Any]:
                 "name": "orders",
                 "postgres": {
                     "dsn": {"secretKeyRef": {"name": DSN_REF, "key": "dsn"}},
-                    "table": "public.orders",
+                    "table": table_of(name),
+                    "auditColumn": AUDIT_COLUMN,
                 },
             }
         ],
         "checkpoint": {"location": str(work / "checkpoints" / name)},
         "driver": {"cores": 1, "memory": "512m"},
         "suspend": stand_in is None,
+        "audit": {"enabled": audit, "intervalSeconds": interval},
     }
     if stand_in is not None:
         env = [{"name": "PATH", "value": f"{stand_in}{os.pathsep}{os.environ['PATH']}"}]
@@ -125,6 +147,19 @@ class Probe:
             for s in f.samples
             if s.name.endswith("_total")
         )
+
+    def audit_totals(self) -> tuple[float, float, float]:
+        """Audit passes, their wall seconds and the batches they read, summed over pipelines."""
+        passes = seconds = batches = 0.0
+        for f in self.operator_metrics():
+            for s in f.samples:
+                if s.name == "eo_audit_pass_duration_seconds_count":
+                    passes += s.value
+                elif s.name == "eo_audit_pass_duration_seconds_sum":
+                    seconds += s.value
+                elif s.name == "eo_audit_batches_total":
+                    batches += s.value
+        return passes, seconds, batches
 
     def ages(self) -> list[float]:
         now = time.time()
@@ -180,13 +215,19 @@ def measure(probe: Probe, window: float) -> dict[str, float]:
     started = time.monotonic()
     cpu0, op0, api0 = probe.cpu_seconds(), probe.operator_requests(), probe.apiserver_requests()
     xact0, sess0 = probe.sink()
+    passes0, pass_s0, audited0 = probe.audit_totals()
     ages: list[float] = []
     while time.monotonic() - started < window:
         ages.extend(probe.ages())
         time.sleep(5)
     elapsed = time.monotonic() - started
     xact1, sess1 = probe.sink()
+    passes1, pass_s1, audited1 = probe.audit_totals()
+    passes = passes1 - passes0
     figures = {
+        "audit_passes_per_s": passes / elapsed,
+        "audit_batches_per_s": (audited1 - audited0) / elapsed,
+        "audit_pass_s": (pass_s1 - pass_s0) / passes if passes else 0.0,
         "rss_mib": probe.rss_mib(),
         "cpu_percent": 100 * (probe.cpu_seconds() - cpu0) / elapsed,
         "operator_api_per_s": (probe.operator_requests() - op0) / elapsed,
@@ -217,13 +258,101 @@ def settle(probe: Probe, expected: dict[str, str], timeout: float) -> float:
         time.sleep(10)
 
 
+@dataclass(frozen=True)
+class AuditLoad:
+    """How the continuous audit is exercised: on, off or both per step; its interval; the
+    decided batches each pipeline starts with and how often a running one decides another."""
+
+    mode: str = "both"
+    interval: int = 60
+    seed_batches: int = 5
+    feed_every: float = 10.0
+    rows: int = 20
+    toggle_wait: float = 30.0
+    """Seconds after switching the audit on or off before measuring (the edits' own passes)."""
+
+
+def _apply(cluster: Any, docs: list[dict[str, Any]]) -> None:
+    for chunk in range(0, len(docs), 100):
+        bulk = {"apiVersion": "v1", "kind": "List", "items": docs[chunk : chunk + 100]}
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(bulk))
+
+
+class _Steps:
+    """Adds each step's pipelines (seeded, applied, settled, fed) and measures the windows."""
+
+    def __init__(
+        self,
+        cluster: Any,
+        probe: Probe,
+        feeder: Feeder,
+        work: Path,
+        stand_in: Path,
+        load: AuditLoad,
+        dsn: str,
+        running_share: float,
+    ) -> None:
+        self.cluster, self.probe, self.feeder = cluster, probe, feeder
+        self.running_share = running_share
+        self.work, self.stand_in, self.load, self.dsn = work, stand_in, load, dsn
+        self.expected: dict[str, str] = {}
+        self.runs: dict[str, bool] = {}
+
+    def docs(self, audit: bool, names: list[str]) -> list[dict[str, Any]]:
+        stand_in = self.stand_in
+        interval = self.load.interval
+        return [
+            manifest(n, self.work, stand_in if self.runs[n] else None, audit, interval)
+            for n in names
+        ]
+
+    def step(self, step: int, window: float, last: bool, header: bool) -> list[Row]:
+        load, share = self.load, self.running_share
+        running = sum(self.runs.values())
+        target = round(step * share)
+        new = [f"p{i:05d}" for i in range(len(self.expected), step)]
+        for name in new:
+            self.runs[name] = running < target
+            running += self.runs[name]
+            self.expected[name] = "Running" if self.runs[name] else "Suspended"
+        writers = {n: PipelineWriter(f"{NAMESPACE}/{n}", n, self.dsn, load.rows) for n in new}
+        print(f"  seeding {len(new)} pipelines with {load.seed_batches} batches", flush=True)
+        create_tables(self.dsn, new)
+        seed(list(writers.values()), load.seed_batches)
+        started = time.monotonic()
+        _apply(self.cluster, self.docs(load.mode != "off", new))
+        settle(self.probe, self.expected, timeout=max(600.0, step * 1.5))
+        settled = round(time.monotonic() - started, 1)
+        self.feeder.add(w for n, w in writers.items() if self.runs[n])
+        rows: list[Row] = []
+        modes = ["on", "off"] if load.mode == "both" else [load.mode]
+        for index, mode in enumerate(modes):
+            if index:
+                _apply(self.cluster, self.docs(mode == "on", list(self.expected)))
+                time.sleep(load.toggle_wait)
+            figures = measure(self.probe, window)
+            load_1m = os.getloadavg()[0]
+            row = Row(step, running, settled, load_1m=load_1m, audit=mode, **figures)
+            rows.append(row)
+            print(table([row], header=header and not rows[:-1]), flush=True)
+        if modes[-1] == "off" and not last:
+            _apply(self.cluster, self.docs(True, list(self.expected)))
+        return rows
+
+
 def run(
-    steps: list[int], running_share: float, window: float, work: Path, workers: int
+    steps: list[int],
+    running_share: float,
+    window: float,
+    work: Path,
+    workers: int,
+    load: AuditLoad | None = None,
 ) -> list[Row]:
-    """Grow the pipeline count step by step; one row per step."""
+    """Grow the pipeline count step by step; one row per step (two with ``--audit both``)."""
     from tests.cluster.plugin import start_cluster
     from tests.operator.cluster_env import installed_operator, lease_args
 
+    load = load or AuditLoad()
     work.mkdir(parents=True, exist_ok=True)
     work.chmod(0o755)
     (work / "logs").mkdir(exist_ok=True)
@@ -233,7 +362,7 @@ def run(
     (stand_in / "eo").chmod(0o755)
     rows: list[Row] = []
     with contextlib.ExitStack() as stack:
-        server = stack.enter_context(temporary_server(settings={"max_connections": "200"}))
+        server = stack.enter_context(temporary_server(settings={"max_connections": "400"}))
         cluster, clients = start_cluster(work / "cluster")
         stack.callback(cluster.control_plane.stop)
         for api in clients:
@@ -246,37 +375,18 @@ def run(
         operator.args = [*lease_args(lease=90, renew=60, retry=5), f"--workers={workers}"]
         operator.start()
         dsn = server.create_database("scale")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(
-                "CREATE TABLE public.orders (order_id bigint PRIMARY KEY, merchant text, "
-                "amount_cents bigint)"
-            )
         cluster.kubectl("create", "namespace", NAMESPACE)
         cluster.kubectl(
             "create", "secret", "generic", DSN_REF, "-n", NAMESPACE, f"--from-literal=dsn={dsn}"
         )
         probe = Probe(cluster, operator, dsn)
-        expected: dict[str, str] = {}
+        feeder = Feeder([], load.feed_every)
+        feeder.start()
+        stack.callback(feeder.stop)
+        steps_run = _Steps(cluster, probe, feeder, work, stand_in, load, dsn, running_share)
         for step in steps:
-            running_target = round(step * running_share)
-            running = sum(phase == "Running" for phase in expected.values())
-            docs = []
-            for i in range(len(expected), step):
-                name = f"p{i:05d}"
-                run_it = running < running_target
-                running += run_it
-                docs.append(manifest(name, work, stand_in if run_it else None))
-                expected[name] = "Running" if run_it else "Suspended"
-            started = time.monotonic()
-            for chunk in range(0, len(docs), 100):
-                bulk = {"apiVersion": "v1", "kind": "List", "items": docs[chunk : chunk + 100]}
-                cluster.kubectl("apply", "-f", "-", input=json.dumps(bulk))
-            settle(probe, expected, timeout=max(600.0, step * 1.5))
-            settled = time.monotonic() - started
-            figures = measure(probe, window)
-            row = Row(step, running, round(settled, 1), load_1m=os.getloadavg()[0], **figures)
-            rows.append(row)
-            print(table([row], header=not rows[:-1]), flush=True)
+            rows.extend(steps_run.step(step, window, last=step == steps[-1], header=not rows))
+        print(f"  feeder: {feeder.batches} batches, {feeder.fenced} fenced", flush=True)
     return rows
 
 
@@ -285,16 +395,45 @@ def table(rows: list[Row], header: bool = True) -> str:
     lines = []
     if header:
         lines += [
-            "| pipelines | running | settle s | RSS MiB | CPU % | op API/s | all API/s "
-            "| sink xact/s | sink conn/s | fresh p50 s | fresh p95 s | fresh max s | load 1m |",
-            "|" + "---:|" * 13,
+            "| pipelines | running | audit | settle s | RSS MiB | CPU % | op API/s | all API/s "
+            "| sink xact/s | sink conn/s | fresh p50 s | fresh p95 s | fresh max s "
+            "| passes/s | audited/s | pass s | load 1m |",
+            "|" + "---:|" * 17,
         ]
     for r in rows:
         lines.append(
-            f"| {r.pipelines} | {r.running} | {r.settle_s:.0f} | {r.rss_mib:.0f} "
+            f"| {r.pipelines} | {r.running} | {r.audit} | {r.settle_s:.0f} | {r.rss_mib:.0f} "
             f"| {r.cpu_percent:.0f} | {r.operator_api_per_s:.1f} | {r.apiserver_api_per_s:.1f} "
             f"| {r.sink_xact_per_s:.1f} | {r.sink_sessions_per_s:.1f} | {r.fresh_p50_s:.1f} "
-            f"| {r.fresh_p95_s:.1f} | {r.fresh_max_s:.1f} | {r.load_1m:.1f} |"
+            f"| {r.fresh_p95_s:.1f} | {r.fresh_max_s:.1f} | {r.audit_passes_per_s:.2f} "
+            f"| {r.audit_batches_per_s:.1f} | {r.audit_pass_s:.2f} | {r.load_1m:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def audit_cost(rows: list[Row], interval: int, default_interval: int = 300) -> str:
+    """The audit's cost per step, from its on and off rows: CPU and RSS it adds, CPU per pass
+    and per audited batch, and the CPU it would add at ``default_interval``."""
+    lines = [
+        "| pipelines | CPU % on / off | + CPU % | + RSS MiB | CPU ms per pass "
+        f"| CPU ms per audited batch | + CPU % at {default_interval} s |",
+        "|" + "---:|" * 7,
+    ]
+    by_step: dict[int, dict[str, Row]] = {}
+    for r in rows:
+        by_step.setdefault(r.pipelines, {})[r.audit] = r
+    for step, pair in sorted(by_step.items()):
+        if set(pair) != {"on", "off"}:
+            continue
+        on, off = pair["on"], pair["off"]
+        extra = on.cpu_percent - off.cpu_percent
+        per_pass = 10 * extra / on.audit_passes_per_s if on.audit_passes_per_s else float("nan")
+        per_batch = 10 * extra / on.audit_batches_per_s if on.audit_batches_per_s else float("nan")
+        at_default = extra * interval / default_interval
+        lines.append(
+            f"| {step} | {on.cpu_percent:.0f} / {off.cpu_percent:.0f} | {extra:.1f} "
+            f"| {on.rss_mib - off.rss_mib:.0f} | {per_pass:.0f} | {per_batch:.1f} "
+            f"| {at_default:.1f} |"
         )
     return "\n".join(lines)
 
@@ -308,15 +447,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--workers", type=int, default=32, help="eo operator --workers (chart default 32)"
     )
+    p.add_argument(
+        "--audit",
+        choices=["on", "off", "both"],
+        default="both",
+        help="measure each step with the continuous audit on, off, or both (its cost)",
+    )
+    p.add_argument("--audit-interval", type=int, default=60, help="spec.audit.intervalSeconds")
+    p.add_argument("--seed-batches", type=int, default=5, help="decided batches per pipeline")
+    p.add_argument("--feed-every", type=float, default=10.0, help="s between a running one's")
     p.add_argument("--workdir", type=Path, default=None, help="keep files here")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = p.parse_args(argv)
     import tempfile
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="eo-scale-"))
-    rows = run(sorted(args.steps), args.running, args.window, work, args.workers)
+    load = AuditLoad(args.audit, args.audit_interval, args.seed_batches, args.feed_every)
+    rows = run(sorted(args.steps), args.running, args.window, work, args.workers, load)
     print()
     print(table(rows))
+    if args.audit == "both":
+        print()
+        print(audit_cost(rows, args.audit_interval))
     print(f"\n{os.cpu_count()} cores; load average at the end: {os.getloadavg()}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
