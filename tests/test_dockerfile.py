@@ -264,7 +264,9 @@ def test_the_job_image_has_the_jvm_writer_built_from_the_checkout_and_points_eo_
     copied = {c.value for c in job.all("COPY") if any(f.startswith("--from=") for f in c.flags)}
     assert ("/opt/eo/writer", "/opt/eo/writer") in copied
     assert job.env()["EO_WRITER_JARS"] == "/opt/eo/writer"
-    assert not ignored("jvm/writer/src/dev/eo/writer/TaskWriter.java")
+    assert not ignored("jvm/writer/pom.xml")
+    assert not ignored("jvm/writer/src/main/java/dev/eo/writer/postgres/TaskWriter.java")
+    assert ignored("jvm/writer/target/eo-writer.jar")
     assert not ignored("scripts/build-writer.sh")
 
 

@@ -116,22 +116,33 @@ def test_missing_s3a_jars_name_the_hadoop_version_pyspark_ships_and_the_fix(
     assert [jar.name for jar in hadoop_aws_jars()] == [f"hadoop-aws-{version}.jar"]
 
 
-def test_the_jvm_writer_is_rebuilt_into_a_new_folder_when_its_source_changes(
+def test_the_jvm_writer_is_rebuilt_into_a_new_folder_when_its_source_or_pom_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EO_CACHE", str(tmp_path / "cache"))
-    sources = tmp_path / "src"
+    module = tmp_path / "writer"
+    sources = module / "src" / "main" / "java"
     for path in WRITER_SOURCES.rglob("*.java"):
         copy = sources / path.relative_to(WRITER_SOURCES)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(path.read_bytes())
+    pom = WRITER_SOURCES.parents[2] / "pom.xml"
+    (module / "pom.xml").write_bytes(pom.read_bytes())
     monkeypatch.setattr(packages, "WRITER_SOURCES", sources)
     before = writer_folder()
     assert before.parent == tmp_path / "cache" / "jars" and before.name.startswith("eo-writer-")
+    # The module's tests change no byte of the jar.
+    test = module / "src" / "test" / "java" / "dev" / "eo" / "writer" / "KindTest.java"
+    test.parent.mkdir(parents=True)
+    test.write_text("// a test\n", encoding="utf-8")
+    assert writer_folder() == before
 
+    (module / "pom.xml").write_bytes(pom.read_bytes() + b"<!-- changed -->\n")
+    after_pom = writer_folder()
+    assert after_pom != before
     next(sources.rglob("Kind.java")).write_text("// changed\n", encoding="utf-8")
 
-    assert writer_folder() != before
+    assert writer_folder() not in {before, after_pom}
     assert (
         writer_jars() == "the JVM writer is not built (run scripts/build-writer.sh or ./dev setup)"
     )

@@ -25,7 +25,8 @@ WRITER_JARS_ENV = "EO_WRITER_JARS"
 """Names the folder of eo's JVM writer jar (and pgJDBC) instead of the cache (the job image)."""
 WRITER_JAR = "eo-writer.jar"
 _REPO = Path(__file__).resolve().parents[3]
-WRITER_SOURCES = _REPO / "jvm" / "writer" / "src"
+WRITER_SOURCES = _REPO / "jvm" / "writer" / "src" / "main" / "java"
+"""The main sources of the writer's Maven module (jvm/writer, whose pom.xml is three levels up)."""
 JAR_VERSIONS = _REPO / "tools" / "jars" / "versions.properties"
 COMPLETE_STAMP = ".complete"
 """Written by fetch-jars.sh last, so a half-copied cache folder is never used."""
@@ -117,12 +118,14 @@ def hadoop_aws_jars(hadoop_version: str | None = None) -> list[Path]:
 def writer_folder() -> Path:
     """The cache folder ``scripts/build-writer.sh`` builds the JVM writer into.
 
-    Keyed by the writer's sources, the pinned jar versions and the installed PySpark (the
-    writer links against Spark's internal rows), so a change to any of them builds anew.
+    Keyed by the writer's sources and its pom, the pinned jar versions and the installed
+    PySpark (the writer links against Spark's internal rows), so a change to any of them builds
+    anew. Its tests (src/test) are not in the key: they change no byte of the jar.
     """
     digest = hashlib.sha256()
-    for path in sorted(WRITER_SOURCES.rglob("*.java")):
-        digest.update(path.relative_to(WRITER_SOURCES).as_posix().encode() + b"\0")
+    module = WRITER_SOURCES.parents[2]
+    for path in [module / "pom.xml", *sorted(WRITER_SOURCES.rglob("*.java"))]:
+        digest.update(path.relative_to(module).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     digest.update(JAR_VERSIONS.read_bytes() + b"\0")
     digest.update(installed_pyspark_version().encode())

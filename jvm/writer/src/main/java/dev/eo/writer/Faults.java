@@ -8,10 +8,10 @@ import java.io.IOException;
  * the task's first attempt (raise). The driver reads the armed fault when the batch's writer
  * job starts and puts it in the spec.
  */
-final class Faults {
+public final class Faults {
   private Faults() {}
 
-  static void inject(Spec spec, boolean firstAttempt) throws IOException, InterruptedException {
+  public static void inject(Spec spec, boolean firstAttempt) throws IOException, InterruptedException {
     switch (spec.fault) {
       case "raise" -> {
         if (firstAttempt) {

@@ -20,7 +20,7 @@ import org.apache.spark.sql.types.TimestampType;
  * the Python writer's binary path ({@code arrow_copy.BINARY_TARGETS}); any other column sends
  * the sink's batch to the Python writer.
  */
-enum Kind {
+public enum Kind {
   INT8(Set.of("int8")),
   INT4(Set.of("int4")),
   INT2(Set.of("int2")),
@@ -48,13 +48,13 @@ enum Kind {
   }
 
   /** Whether a column of type {@code typname} reads this kind; a missing column (null) does not. */
-  boolean accepts(String typname) {
+  public boolean accepts(String typname) {
     // Set.of(...).contains(null) throws NullPointerException rather than answering.
     return typname != null && accepted.contains(typname);
   }
 
   /** The kind of a Spark type, or null when there is none. */
-  static Kind of(DataType type) {
+  public static Kind of(DataType type) {
     if (type instanceof LongType) return INT8;
     if (type instanceof IntegerType) return INT4;
     if (type instanceof ShortType) return INT2;

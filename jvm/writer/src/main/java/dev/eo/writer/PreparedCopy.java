@@ -1,5 +1,6 @@
 package dev.eo.writer;
 
+import dev.eo.writer.postgres.TaskWriter;
 import java.util.List;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;

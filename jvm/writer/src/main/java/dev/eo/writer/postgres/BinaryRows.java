@@ -1,7 +1,8 @@
-package dev.eo.writer;
+package dev.eo.writer.postgres;
 
 import java.math.BigDecimal;
 import java.math.BigInteger;
+import dev.eo.writer.Kind;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.unsafe.Platform;
@@ -81,7 +82,7 @@ final class BinaryRows {
    * refuses anything before 4713 BC), so the row is a refused record, never a wrong value.
    */
   static long pgMicros(long unixMicros) {
-    if (unixMicros < Long.MIN_VALUE + PG_EPOCH_MICROS) {
+    if (unixMicros <= Long.MIN_VALUE + PG_EPOCH_MICROS) {
       return OUT_OF_RANGE;
     }
     return unixMicros - PG_EPOCH_MICROS;

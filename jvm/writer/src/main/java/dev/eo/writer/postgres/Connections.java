@@ -1,7 +1,8 @@
-package dev.eo.writer;
+package dev.eo.writer.postgres;
 
 import java.sql.Connection;
 import java.sql.SQLException;
+import dev.eo.writer.Spec;
 import java.util.Properties;
 
 /**

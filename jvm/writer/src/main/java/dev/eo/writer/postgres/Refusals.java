@@ -1,5 +1,6 @@
-package dev.eo.writer;
+package dev.eo.writer.postgres;
 
+import dev.eo.writer.Kind;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;

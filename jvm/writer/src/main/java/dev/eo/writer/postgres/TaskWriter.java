@@ -1,5 +1,8 @@
-package dev.eo.writer;
+package dev.eo.writer.postgres;
 
+import dev.eo.writer.Faults;
+import dev.eo.writer.Kind;
+import dev.eo.writer.Spec;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -31,7 +34,7 @@ import org.postgresql.copy.CopyManager;
  * onRefusedRecord: fail}) or is written again in pieces ({@link Refusals}), its refused rows
  * becoming dead letters in the same transaction.
  */
-final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iterator<String>> {
+public final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iterator<String>> {
   private static final long serialVersionUID = 1L;
   private static final int FLUSH_BYTES = 1 << 20;
   private static final Pattern GID = Pattern.compile("[a-z0-9:-]{1,199}");
@@ -40,7 +43,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
   private final Kind[] kinds;
   private final DecimalType[] decimals;
 
-  TaskWriter(Spec spec, Kind[] kinds, DecimalType[] decimals) {
+  public TaskWriter(Spec spec, Kind[] kinds, DecimalType[] decimals) {
     this.spec = spec;
     this.kinds = kinds;
     this.decimals = decimals;
@@ -49,10 +52,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
   @Override
   public Iterator<String> call(Integer partition, Iterator<InternalRow> rows) throws Exception {
     TaskContext context = TaskContext.get();
-    String gid = spec.gidPrefix + partition + ":" + context.taskAttemptId();
-    if (!GID.matcher(gid).matches()) {
-      throw new IllegalArgumentException("not a gid: " + gid);
-    }
+    String gid = gid(spec.gidPrefix, partition, context.taskAttemptId());
     long count;
     int dead;
     try (Connection conn = Connections.open(spec)) {
@@ -97,7 +97,7 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
           marker.execute();
         }
         try (Statement prepare = conn.createStatement()) {
-          prepare.execute("PREPARE TRANSACTION '" + gid + "'");
+          prepare.execute(prepareTransaction(gid));
         }
       } else {
         conn.commit();
@@ -107,6 +107,27 @@ final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iter
       Faults.inject(spec, context.attemptNumber() == 0);
     }
     return List.of(gid + "\t" + count + "\t" + dead).iterator();
+  }
+
+  /**
+   * The task's gid: the driver's prefix ({@code eo1:pipeline:query:sink:epoch:batch:}), the
+   * partition and Spark's task attempt id. Refused unless it is of the characters and length a
+   * gid may have ({@code eo_jobs.protocol.gid}), so it can stand as a SQL literal unescaped.
+   */
+  static String gid(String prefix, int partition, long attemptId) {
+    String gid = prefix + partition + ":" + attemptId;
+    if (!GID.matcher(gid).matches()) {
+      throw new IllegalArgumentException("not a gid: " + gid);
+    }
+    return gid;
+  }
+
+  /** {@code PREPARE TRANSACTION 'gid'}: a gid is a string literal, of checked characters only. */
+  static String prepareTransaction(String gid) {
+    if (!GID.matcher(gid).matches()) {
+      throw new IllegalArgumentException("not a gid: " + gid);
+    }
+    return "PREPARE TRANSACTION '" + gid + "'";
   }
 
   /** A call to the server that returns a row count. */
