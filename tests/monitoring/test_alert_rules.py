@@ -37,6 +37,7 @@ EXPECTED_ALERTS = {
     "EoPreparedTransactionsNearLimit",
     "EoDriverCrashLooping",
     "EoDriverNotStarting",
+    "EoDriverHung",
     "EoPipelineFailed",
     "EoAuditViolation",
     "EoAuditStale",
