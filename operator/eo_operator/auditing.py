@@ -110,11 +110,16 @@ class ContinuousAudit:
         ran = sorted({f"{c.check} [{c.subject}]" for c in result.checks if c.status is Status.RAN})
         not_run = [f"{c.check} [{c.subject}]: {c.status}: {c.detail}" for c in result.not_run()]
         lag = max(result.lag().values(), default=0)
+        kept = saved.get("position") or {}
+        sums = kept.get("tableSums") or {}
         audit_status = {
             "position": {
-                "batches": dict(result.end.batches),
-                "tableRows": dict(result.end.table_rows),
-                "tableSums": {k: dict(v) for k, v in result.end.table_sums.items()},
+                "batches": _replacing(kept.get("batches"), result.end.batches),
+                "tableRows": _replacing(kept.get("tableRows"), result.end.table_rows),
+                "tableSums": _replacing(
+                    sums,
+                    {k: _replacing(sums.get(k), v) for k, v in result.end.table_sums.items()},
+                ),
             },
             "lastAuditedBatch": last_batch,
             "lastPassTime": now.isoformat(),
@@ -163,6 +168,13 @@ class ContinuousAudit:
         control.run(lambda conn: forget_audited(conn, pipeline.key))
         self.kube.patch_status(obj, {"audit": None, "conditions": kept})
         self.metrics.forget(pipeline.metadata.namespace, pipeline.metadata.name)
+
+
+def _replacing(kept: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """``new`` as a merge patch over ``kept``: status is merge-patched, so a key of the old
+    position that the new one lacks must be sent as null, or it stays (a dropped sum baseline
+    would come back as a stale one when its sumColumns are declared again)."""
+    return {**{k: None for k in kept or {} if k not in new}, **new}
 
 
 def _position(saved: Mapping[str, Any] | None) -> Position:

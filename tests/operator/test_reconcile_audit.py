@@ -194,6 +194,31 @@ def test_the_sum_baseline_kept_in_status_catches_an_amount_changed_in_an_audited
     assert "amount_cents" in status["audit"]["violation"]["evidence"]
 
 
+def test_a_baseline_the_pass_dropped_leaves_status_and_a_new_one_is_taken_when_declared_again(
+    reconcile_scene: Scene,
+) -> None:
+    """Status is merge-patched: a key missing from the new position would stay. A sum baseline
+    kept from before sumColumns were dropped would then be used when they come back, against
+    batches that recorded no sums: a violation no damage made."""
+    scene = reconcile_scene
+    clock = _start(scene, range(5), sums=True)
+    assert set(scene.get()["status"]["audit"]["position"]["tableSums"]) == {"ledger"}
+    scene.apply(audit=AUDIT)  # sumColumns no longer declared
+    _drive(scene, range(5, 8))
+
+    status = _pass(scene, clock)
+
+    assert status["audit"]["position"]["tableSums"] == {}
+    summed = [{"name": "ledger", "postgres": {**LEDGER, "sumColumns": ["amount_cents"]}}]
+    scene.apply(audit=AUDIT, sinks=summed)
+    _drive(scene, range(8, 10), sums=True)
+    status = _pass(scene, clock)
+    assert _audited(status)["status"] == "True", status["audit"]
+    status = _pass(scene, clock)  # the new baseline, now checked
+    assert _audited(status)["status"] == "True", status["audit"]
+    assert set(status["audit"]["position"]["tableSums"]) == {"ledger"}
+
+
 def test_passes_are_bounded_and_resume_from_the_saved_position(reconcile_scene: Scene) -> None:
     scene = reconcile_scene
     clock = _start(scene, range(10), maxBatchesPerPass=4)
