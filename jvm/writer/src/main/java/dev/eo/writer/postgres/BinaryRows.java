@@ -79,7 +79,9 @@ final class BinaryRows {
    * Microseconds since PostgreSQL's epoch. Within about 30 years of Spark's earliest instant
    * the difference would wrap to a valid timestamp near year 294247, stored silently; such an
    * instant is sent as {@link #OUT_OF_RANGE} instead, which PostgreSQL refuses (22008, as it
-   * refuses anything before 4713 BC), so the row is a refused record, never a wrong value.
+   * refuses anything before 4713 BC), so the row is a refused record, never a wrong value. So
+   * is the one instant whose difference is exactly {@code Long.MIN_VALUE}, PostgreSQL's
+   * -infinity.
    */
   static long pgMicros(long unixMicros) {
     if (unixMicros <= Long.MIN_VALUE + PG_EPOCH_MICROS) {
