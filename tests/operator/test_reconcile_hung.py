@@ -1,0 +1,164 @@
+"""A hung driver is restarted, counted and said so, on the real control plane: the process
+kubelet runs a stand-in driver that serves its metrics endpoint with one heartbeat and then
+never triggers again (a batch stuck on a lock looks the same from outside); past
+restartPolicy.progressTimeoutSeconds the real Reconciler deletes it, records DriverHung in
+status, warns, counts it, and relaunches with a higher epoch after raising the fence."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eo_jobs.pgserver import free_port
+from tests.operator.reconcile_env import Scene
+
+pytestmark = [pytest.mark.slow]
+
+BOUND = 31
+"""The least progressTimeoutSeconds the CRD takes with a 1 s slow-batch threshold and a 0 s
+trigger interval (1 + 0 + 30)."""
+
+STAND_IN = """#!@PYTHON@
+# A driver that reports one trigger at start, then none: hung, its endpoint still answering.
+import http.server, os, time
+
+beat = time.time()
+key, port = os.environ["STAND_IN_PIPELINE"], int(os.environ["STAND_IN_PORT"])
+body = (
+    "# TYPE eo_driver_last_trigger_timestamp_seconds gauge\\n"
+    + 'eo_driver_last_trigger_timestamp_seconds{pipeline="' + key + '"} ' + repr(beat) + "\\n"
+).encode()
+
+
+class Metrics(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+for _ in range(300):  # the previous driver may still hold the port while it terminates
+    try:
+        server = http.server.HTTPServer(("127.0.0.1", port), Metrics)
+        break
+    except OSError:
+        time.sleep(0.1)
+print("stand-in driver: one heartbeat at", beat, flush=True)
+server.serve_forever()
+"""
+
+
+def _stand_in(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "eo"
+    script.write_text(STAND_IN.replace("@PYTHON@", sys.executable))
+    script.chmod(0o755)
+    return folder
+
+
+def _driver(scene: Scene) -> dict[str, Any] | None:
+    pods = scene.reconciler.kube.driver_pods(scene.namespace, "orders")
+    live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return max(live, key=lambda p: int(p["metadata"]["labels"]["eo.dev/epoch"]), default=None)
+
+
+def _sample(scene: Scene, name: str) -> float | None:
+    labels = {"namespace": scene.namespace, "pipeline": "orders"}
+    return scene.reconciler.metrics.registry.get_sample_value(name, labels)
+
+
+def _pass_until(scene: Scene, done: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, (what, scene.pods(), scene.get().get("status"))
+        scene.reconcile()
+        time.sleep(1)
+
+
+def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted_and_said_so(
+    reconcile_scene: Scene, tmp_path: Path
+) -> None:
+    scene = reconcile_scene
+    scene.reconciler.settings.health_interval = 1.0
+    port = free_port()
+    env = [
+        {
+            "name": "PATH",
+            "value": f"{_stand_in(tmp_path / 'stand-in')}{os.pathsep}{os.environ['PATH']}",
+        },
+        {"name": "STAND_IN_PIPELINE", "value": scene.key},
+        {"name": "STAND_IN_PORT", "value": str(port)},
+    ]
+    scene.apply(
+        suspend=False,
+        checkpoint={"location": "/tmp/ckpt", "triggerIntervalSeconds": 0},
+        alerts={"maxCheckpointDurationSeconds": 1},
+        restartPolicy={"progressTimeoutSeconds": BOUND, "backoffSeconds": 1},
+        driver={
+            "metricsPort": port,
+            "podTemplate": {"spec": {"containers": [{"name": "driver", "env": env}]}},
+        },
+    )
+    # Running, and its endpoint answered: the operator republishes the one heartbeat.
+    _pass_until(
+        scene,
+        lambda: (
+            scene.get().get("status", {}).get("phase") == "Running"
+            and _sample(scene, "eo_pipeline_last_trigger_timestamp_seconds") is not None
+        ),
+        90,
+        "the stand-in driver runs and answers",
+    )
+    first = _driver(scene)
+    assert first is not None and first["metadata"]["labels"]["eo.dev/epoch"] == "1"
+    beat = _sample(scene, "eo_pipeline_last_trigger_timestamp_seconds")
+    assert beat is not None
+    assert _sample(scene, "eo_pipeline_hung_restarts_total") == 0
+
+    # Within the bound it runs on.
+    while time.time() < beat + BOUND - 8:
+        scene.reconcile()
+        time.sleep(1)
+    status = scene.get()["status"]
+    assert (status["phase"], status.get("restarts", 0)) == ("Running", 0), status
+
+    _pass_until(
+        scene,
+        lambda: scene.get()["status"].get("reason") == "DriverHung",
+        BOUND + 30,
+        "the hung driver is restarted",
+    )
+    status = scene.get()["status"]
+    assert status["restarts"] == 1
+    failure = status["lastFailure"]
+    assert (failure["pod"], failure["reason"]) == (first["metadata"]["name"], "DriverHung")
+    events = scene.events()
+    assert f"DriverHung: driver {first['metadata']['name']} (epoch 1) is hung" in events
+    assert f"restartPolicy.progressTimeoutSeconds is {BOUND}" in events
+    assert "raise restartPolicy.progressTimeoutSeconds" in events
+    assert _sample(scene, "eo_pipeline_hung_restarts_total") == 1
+
+    def relaunched() -> bool:
+        pod = _driver(scene)
+        return pod is not None and pod["metadata"]["labels"]["eo.dev/epoch"] == "2"
+
+    _pass_until(scene, relaunched, 60, "the next driver is launched above the fence")
+    assert scene.annotation() == 2
+    assert scene.control().fence_epoch(scene.key) == 2
+    assert _sample(scene, "eo_pipeline_hung_restarts_total") == 1
+    names = json.loads(
+        scene.cluster.kubectl("get", "pods", "-n", scene.namespace, "-o", "json").stdout
+    )
+    assert first["metadata"]["name"] not in {
+        p["metadata"]["name"] for p in names["items"] if not p["metadata"].get("deletionTimestamp")
+    }
