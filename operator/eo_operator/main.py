@@ -21,6 +21,7 @@ from kubernetes import config as kube_config
 from prometheus_client import CollectorRegistry
 
 from eo_jobs import logs
+from eo_operator.crd_check import OutdatedCrdError, check_served_crd
 from eo_operator.handlers import DEFAULT_WORKERS, Executors, register
 from eo_operator.kube import Kube
 from eo_operator.leader import LeaderElector, LeaseConfig, standby_liveness
@@ -94,6 +95,10 @@ def operator_cli(args: argparse.Namespace) -> int:
         client.ApiClient(_pool_config(workers)),
         on_request=lambda method, _url: metrics.count_api_request(method),
     )
+    try:
+        check_served_crd(kube.api_client)
+    except OutdatedCrdError as exc:
+        raise SystemExit(f"eo operator: {exc}") from None
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     elector = None
