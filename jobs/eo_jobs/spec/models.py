@@ -833,6 +833,14 @@ class PipelineSpec(Model):
                 ".audit.appendOnly",
             ),
             (
+                "!has(self.audit) || !has(self.audit.appendOnly)"
+                " || self.audit.appendOnly.all(n, self.sinks.all(s, s.name != n"
+                " || !has(s.postgres.mode) || s.postgres.mode == 'append'))",
+                "audit.appendOnly may name only sinks of mode append: an upsert or accumulate "
+                "table's row count moves by new keys only",
+                ".audit.appendOnly",
+            ),
+            (
                 "has(self.control) == has(oldSelf.control)"
                 " && (!has(self.control) || self.control == oldSelf.control)",
                 "spec.control is immutable: its database holds the decision log; moving it "
