@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eo_jobs.protocol.control import ControlStore, Decision, Fence, ForeignFenceOwnerError, Sums
+from eo_jobs.protocol.databases import participant_store
 from eo_jobs.protocol.errors import (
     CheckpointMismatchError,
     CheckpointResetError,
@@ -22,10 +23,9 @@ from eo_jobs.protocol.errors import (
 )
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, query_token, sink_token
+from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
-from eo_jobs.protocol.registry import label
 from eo_jobs.protocol.retention import audited_batch
-from eo_jobs.protocol.xa import PreparedTransactions
 
 log = logging.getLogger("eo.coordinator")
 
@@ -80,7 +80,7 @@ class Coordinator:
         pipeline: str,
         epoch: int,
         control: ControlStore,
-        stores: Mapping[str, PreparedTransactions],
+        stores: Mapping[str, ParticipantStore],
         owner: str | None = None,
     ) -> None:
         if epoch <= 0:
@@ -298,7 +298,7 @@ class Coordinator:
                     "batch %s is committed, but pruning old markers in %s failed (a later "
                     "prune tries again): %s: %s",
                     decided.batch_id,
-                    label(store.dsn),
+                    store.label(),
                     type(exc).__name__,
                     exc,
                 )
@@ -405,7 +405,7 @@ class Coordinator:
             self.pipeline,
             self.epoch,
             ControlStore(self.control.dsn),
-            {name: PreparedTransactions(store.dsn) for name, store in self.stores.items()},
+            {name: participant_store(store.dsn) for name, store in self.stores.items()},
             self.owner,
         )
 
@@ -426,7 +426,7 @@ class Coordinator:
                     count += 1
         return count
 
-    def _store_for(self, gid: str) -> PreparedTransactions:
+    def _store_for(self, gid: str) -> ParticipantStore:
         parsed = Gid.parse(gid)
         if parsed is None or parsed.sink not in self._by_token:
             raise ValueError(f"{gid} does not belong to a sink of {self.pipeline}")

@@ -15,10 +15,9 @@ from typing import Any
 
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
-from eo_jobs.protocol.identity import DatabaseKey, database_key
-from eo_jobs.protocol.xa import InDoubt, PreparedTransactions
+from eo_jobs.protocol.participants import DatabaseKey, InDoubt, ParticipantStore
 
-Stores = Mapping[str, PreparedTransactions] | Iterable[PreparedTransactions]
+Stores = Mapping[str, ParticipantStore] | Iterable[ParticipantStore]
 """Stores by sink name (each gid is finished through its own sink's store, i.e. its role), or
 just stores (a gid is then finished through the store that listed it)."""
 
@@ -56,20 +55,21 @@ class RecoveryReport:
         }
 
 
-def distinct(stores: Stores) -> list[PreparedTransactions]:
+def distinct(stores: Stores) -> list[ParticipantStore]:
     """One store per database (several sinks may share one, as the same or another role).
 
-    Databases are told apart by what their server reports (``identity.database_key``), never
-    by the DSN's text: DSNs without a host (``service=``, ``hostaddr=``) would collapse two
-    databases into one, and the other's prepared transactions would never be resolved.
+    Databases are told apart by what their server reports (``ParticipantStore.database_key``;
+    for PostgreSQL, ``identity.database_key``), never by the DSN's text: DSNs without a host
+    (``service=``, ``hostaddr=``) would collapse two databases into one, and the other's
+    prepared transactions would never be resolved.
     """
-    seen: dict[DatabaseKey, PreparedTransactions] = {}
+    seen: dict[tuple[str, DatabaseKey], ParticipantStore] = {}
     for store in stores.values() if isinstance(stores, Mapping) else stores:
-        seen.setdefault(store.run(database_key), store)
+        seen.setdefault((type(store).__name__, store.database_key()), store)
     return list(seen.values())
 
 
-def finisher(stores: Stores, item: InDoubt, lister: PreparedTransactions) -> PreparedTransactions:
+def finisher(stores: Stores, item: InDoubt, lister: ParticipantStore) -> ParticipantStore:
     """The store that may finish ``item``: its own sink's (PostgreSQL lets only the role that
     prepared a transaction, or a superuser, finish it), else the one that listed it."""
     if isinstance(stores, Mapping):

@@ -1,19 +1,15 @@
 """Prepared transactions of one PostgreSQL database: list, commit, roll back, verified.
 
-Phase 2 never guesses. ``COMMIT PREPARED`` failing with SQLSTATE 42704 (unknown gid) means
-"already committed" only when the participant's marker row is visible, and "rolled back"
-otherwise; 55000 ("is busy") means another session is finishing it right now, so we
-retry. Both finishers are idempotent, so the driver, the operator and ``eo recover`` can race
-on the same gid safely.
+The PostgreSQL kind of ``participants.ParticipantStore``. Phase 2 never guesses.
+``COMMIT PREPARED`` failing with SQLSTATE 42704 (unknown gid) means "already committed" only
+when the participant's marker row is visible, and "rolled back" otherwise; 55000 ("is busy")
+means another session is finishing it right now, so we retry. Both finishers are idempotent, so
+the driver, the operator and ``eo recover`` can race on the same gid safely.
 """
 
 from __future__ import annotations
 
-import enum
-import logging
 import time
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -21,55 +17,37 @@ from psycopg import errors, sql
 
 from eo_jobs.protocol.connection import LazyConnection
 from eo_jobs.protocol.control import ensure_schema
-from eo_jobs.protocol.errors import InvariantViolationError, LostParticipantError
 from eo_jobs.protocol.gid import Gid, pipeline_token
+from eo_jobs.protocol.identity import database_key
+from eo_jobs.protocol.participants import (
+    BUSY_RETRY_SECONDS,
+    MARKER_RETENTION_SECONDS,
+    PRUNED_PREFIX,
+    DatabaseKey,
+    InDoubt,
+    Outcome,
+    ParticipantStore,
+    horizon_gid,
+)
+from eo_jobs.protocol.registry import label
 from eo_jobs.protocol.retention import prune_below
 
-BUSY_RETRY_SECONDS = 30.0
-MARKER_RETENTION_SECONDS = 24 * 3600.0
-"""Markers are pruned only once they are this old too (as well as ``MARKER_RETENTION_BATCHES``
-behind), so a fast pipeline keeps a day of them for an audit of its participants."""
-PRUNED_PREFIX = "pruned:"
-"""Start of the gid of a prune horizon row in ``eo.markers``
-(``pruned:<pipeline token>:<query token>``): its ``batch_id`` is the highest batch of that
-streaming query whose markers pruning deleted. Never an eo gid. Kept per query, not per
-pipeline: batch ids start again at 0 when a query starts over, and under a pipeline-wide horizon
-a lost participant of the new query would pass for a pruned one."""
+__all__ = [
+    "BUSY_RETRY_SECONDS",
+    "MARKER_RETENTION_SECONDS",
+    "MARKER_SQL",
+    "PRUNED_PREFIX",
+    "InDoubt",
+    "Outcome",
+    "PreparedTransactions",
+    "horizon_gid",
+    "prepare",
+    "write_marker",
+]
 
 
-def horizon_gid(pipeline: str, query: str) -> str:
-    """The horizon row's gid for pipeline token ``pipeline`` and query token ``query``."""
-    return f"{PRUNED_PREFIX}{pipeline}:{query}"
-
-
-log = logging.getLogger("eo.xa")
-
-
-class Outcome(enum.StrEnum):
-    """What finishing a prepared transaction did."""
-
-    COMMITTED = "committed"
-    ALREADY_COMMITTED = "already-committed"
-    ROLLED_BACK = "rolled-back"
-    ALREADY_ROLLED_BACK = "already-rolled-back"
-    MARKER_PRUNED = "marker-pruned"
-    """A decided participant of a batch whose markers were pruned: it was committed (by phase 2
-    or recovery, long ago) unless someone ignored the decision log, which nothing can tell any
-    more. Not a loss to report."""
-
-
-@dataclass(frozen=True)
-class InDoubt:
-    """One prepared transaction found in ``pg_prepared_xacts``."""
-
-    gid: str
-    parsed: Gid
-    prepared_at: datetime
-    owner: str
-
-
-class PreparedTransactions(LazyConnection):
-    """Prepared transactions of one sink database (the database named by its DSN).
+class PreparedTransactions(LazyConnection, ParticipantStore):
+    """Prepared transactions of one PostgreSQL sink database (the database named by its DSN).
 
     Its connection is autocommit: COMMIT PREPARED cannot run in a transaction block.
     """
@@ -106,13 +84,21 @@ class PreparedTransactions(LazyConnection):
         assert row is not None
         return int(row[0]), int(row[1])
 
-    def _marker_visible(self, gid: str) -> bool:
+    def database_key(self) -> DatabaseKey:
+        """(database, server start, system identifier): ``identity.database_key``."""
+        return self.run(database_key)
+
+    def label(self) -> str:
+        """``host:port/dbname`` of the DSN."""
+        return label(self.dsn)
+
+    def marker_visible(self, gid: str) -> bool:
         row = self.run(
             lambda conn: conn.execute("SELECT 1 FROM eo.markers WHERE gid = %s", (gid,)).fetchone()
         )
         return row is not None
 
-    def _finish(self, verb: str, gid: str) -> bool:
+    def finish(self, verb: str, gid: str) -> bool:
         """Run COMMIT/ROLLBACK PREPARED; True if it acted, False if the gid was unknown."""
         statement = sql.SQL(verb + " PREPARED {}").format(sql.Literal(gid))
         deadline = time.monotonic() + BUSY_RETRY_SECONDS
@@ -134,34 +120,7 @@ class PreparedTransactions(LazyConnection):
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
 
-    def commit(self, gid: str) -> Outcome:
-        """Commit a decided participant; verified idempotent.
-
-        A gid that is neither prepared nor marked was rolled back against the decision log
-        (``LostParticipantError``), unless its batch is at or below the database's prune
-        horizon: its marker may just have been pruned (a zombie finishing a batch recovery
-        committed long ago), and that is reported as ``MARKER_PRUNED``, not as a loss.
-        """
-        if self._finish("COMMIT", gid):
-            return Outcome.COMMITTED
-        if self._marker_visible(gid):
-            return Outcome.ALREADY_COMMITTED
-        parsed = Gid.parse(gid)
-        horizon = None if parsed is None else self._pruned_up_to(parsed.pipeline, parsed.query)
-        if parsed is not None and horizon is not None and parsed.batch <= horizon:
-            log.warning(
-                "decided participant %s is finished and its marker was pruned (batches up to "
-                "%d): committed long ago by phase 2 or recovery, which cannot be verified any more",
-                gid,
-                horizon,
-            )
-            return Outcome.MARKER_PRUNED
-        raise LostParticipantError(
-            f"decided participant {gid} is neither prepared nor committed (no marker): it was "
-            "rolled back by someone who ignored the decision log; the batch is incomplete"
-        )
-
-    def _pruned_up_to(self, pipeline: str, query: str) -> int | None:
+    def pruned_up_to(self, pipeline: str, query: str) -> int | None:
         """The highest batch of this pipeline's query whose markers were pruned here, if any
         (tokens, as in a gid)."""
         row = self.run(
@@ -170,16 +129,6 @@ class PreparedTransactions(LazyConnection):
             ).fetchone()
         )
         return None if row is None else int(row[0])
-
-    def rollback(self, gid: str) -> Outcome:
-        """Roll back an undecided or losing participant; verified idempotent."""
-        if self._finish("ROLLBACK", gid):
-            return Outcome.ROLLED_BACK
-        if self._marker_visible(gid):
-            raise InvariantViolationError(
-                f"participant {gid} was to be rolled back but is already committed"
-            )
-        return Outcome.ALREADY_ROLLED_BACK
 
     def prune_markers(self, pipeline: str, below_batch: int, audited: int | None = None) -> int:
         """Delete markers of batches well behind ``below_batch`` and old (bounded growth).

@@ -25,7 +25,7 @@ from typing import Any
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark import SparkContext
 
-from eo_jobs.protocol.xa import PreparedTransactions
+from eo_jobs.protocol.databases import participant_store
 from eo_jobs.runtime.task import WriterTask
 
 log = logging.getLogger("eo.attempts")
@@ -55,7 +55,7 @@ class FailedAttempts:
 
     def __init__(self, context: SparkContext, dsns: Mapping[str, str]) -> None:
         self._context = context
-        self._stores = {sink: PreparedTransactions(dsn) for sink, dsn in dsns.items()}
+        self._stores = {sink: participant_store(dsn) for sink, dsn in dsns.items()}
         self._seen: set[int] = set()
         self.rolled_back: list[str] = []
 
