@@ -1,8 +1,12 @@
-"""A Spark-free driver for protocol tests: deterministic batches, real PostgreSQL, real crashes.
+"""A Spark-free driver for protocol tests: deterministic batches, real databases, real crashes.
 
 ``run_batch`` plays the driver: begin, writer tasks prepare (threads, as Spark tasks would),
 decide, commit. ``python -m tests.protocol.harness ...`` runs the same in a child process so a
 test can arm a fault point (``EO_FAULT_POINT``) and have the driver SIGKILL itself there.
+
+The control tables are in PostgreSQL; the sink is the same database unless a ``sink_dsn`` is
+given, which may be a MariaDB database (``mysql://``): the table, the writer, the store and the
+audit follow the DSN's kind (``protocol.databases.kind``).
 """
 
 from __future__ import annotations
@@ -20,17 +24,21 @@ from pathlib import Path
 
 import psycopg
 
+from eo_jobs.protocol import mysql_xa
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
+from eo_jobs.protocol.databases import kind, participant_store
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import pipeline_prefix
-from eo_jobs.protocol.xa import PreparedTransactions
+from eo_jobs.sinks.mysql.writer import MySqlWriter
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
 PIPELINE = "default/ledger"
 QUERY = "3f2b0c9e-8d1a-4c6b-9e2f-0a1b2c3d4e5f"
 SINK = "ledger"
 TABLE = "public.ledger"
+MYSQL_TABLE = "ledger"
+COLUMNS = ("id", "batch_id", "amount_cents", "version")
 ROWS_PER_BATCH = 60
 TASKS = 3
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +47,13 @@ REPO = Path(__file__).resolve().parents[2]
 def create_table(dsn: str, table: str = TABLE, *, key: bool = False) -> None:
     """The target table; no primary key in append tests so duplicates are counted, not refused."""
     pk = " PRIMARY KEY" if key else ""
+    if kind(dsn) == "mysql":
+        with mysql_xa.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {MYSQL_TABLE} (id bigint{pk}, batch_id bigint, "
+                "amount_cents bigint, version bigint) ENGINE=InnoDB"
+            )
+        return
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {table} (id bigint{pk}, batch_id bigint, "
@@ -57,12 +72,15 @@ def offsets(batch_id: int) -> dict[str, int]:
     return {"start": batch_id * ROWS_PER_BATCH, "end": (batch_id + 1) * ROWS_PER_BATCH}
 
 
-def writer(dsn: str, mode: str = "append") -> PostgresWriter:
-    """The writer of the ledger table."""
+def writer(dsn: str, mode: str = "append") -> PostgresWriter | MySqlWriter:
+    """The writer of the ledger table (a MySQL sink: append only)."""
+    if kind(dsn) == "mysql":
+        assert mode == "append"
+        return MySqlWriter(dsn=dsn, table=MYSQL_TABLE, columns=COLUMNS, lock_wait_timeout_s=5)
     return PostgresWriter(
         dsn=dsn,
         table=TABLE,
-        columns=("id", "batch_id", "amount_cents", "version"),
+        columns=COLUMNS,
         mode=mode,
         key_columns=("id",) if mode == "upsert" else (),
         version_column="version" if mode == "upsert" else None,
@@ -70,9 +88,14 @@ def writer(dsn: str, mode: str = "append") -> PostgresWriter:
     )
 
 
-def coordinator(dsn: str, epoch: int, pipeline: str = PIPELINE) -> Coordinator:
-    """A coordinator whose control tables and sink live in the same database."""
-    return Coordinator(pipeline, epoch, ControlStore(dsn), {SINK: PreparedTransactions(dsn)})
+def coordinator(
+    dsn: str, epoch: int, pipeline: str = PIPELINE, sink_dsn: str | None = None
+) -> Coordinator:
+    """A coordinator whose control tables live in ``dsn``, and its sink too unless
+    ``sink_dsn`` names another database (of any kind)."""
+    return Coordinator(
+        pipeline, epoch, ControlStore(dsn), {SINK: participant_store(sink_dsn or dsn)}
+    )
 
 
 def prepare_task(
@@ -132,13 +155,15 @@ class Audit:
 def audit(dsn: str, batches: range) -> Audit:
     """Compare the table with the union of the batches' inputs."""
     expected = {r[0] for b in batches for r in batch_rows(b)}
-    with psycopg.connect(dsn) as conn:
-        ids = [r[0] for r in conn.execute(f"SELECT id FROM {TABLE}").fetchall()]
-        left = conn.execute(
-            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s) "
-            "AND database = current_database()",
-            (pipeline_prefix(PIPELINE),),
-        ).fetchone()
+    if kind(dsn) == "mysql":
+        store = mysql_xa.MySqlPreparedTransactions(dsn)
+        try:
+            ids = [r[0] for r in store.query(f"SELECT id FROM {MYSQL_TABLE}")]
+            left = (len(store.in_doubt(pipeline_prefix(PIPELINE))),)
+        finally:
+            store.close()
+    else:
+        ids, left = _pg_ids_and_left(dsn)
     seen = set(ids)
     return Audit(
         rows=len(ids),
@@ -150,8 +175,24 @@ def audit(dsn: str, batches: range) -> Audit:
     )
 
 
+def _pg_ids_and_left(dsn: str) -> tuple[list[int], tuple[int, ...] | None]:
+    with psycopg.connect(dsn) as conn:
+        ids = [r[0] for r in conn.execute(f"SELECT id FROM {TABLE}").fetchall()]
+        left = conn.execute(
+            "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s) "
+            "AND database = current_database()",
+            (pipeline_prefix(PIPELINE),),
+        ).fetchone()
+    return ids, left
+
+
 def run_in_child(
-    dsn: str, epoch: int, batches: Sequence[int], fault: str | None, fault_batch: int | None = None
+    dsn: str,
+    epoch: int,
+    batches: Sequence[int],
+    fault: str | None,
+    fault_batch: int | None = None,
+    sink_dsn: str | None = None,
 ) -> int:
     """Run batches in a child driver process; return its exit code (-9 when it crashed)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
@@ -167,6 +208,7 @@ def run_in_child(
             dsn,
             str(epoch),
             json.dumps(list(batches)),
+            *([] if sink_dsn is None else ["--sink-dsn", sink_dsn]),
         ],
         cwd=REPO,
         check=False,
@@ -185,11 +227,12 @@ def _main() -> None:
     parser.add_argument("dsn")
     parser.add_argument("epoch", type=int)
     parser.add_argument("batches")
+    parser.add_argument("--sink-dsn")
     args = parser.parse_args()
-    coord = coordinator(args.dsn, args.epoch)
+    coord = coordinator(args.dsn, args.epoch, sink_dsn=args.sink_dsn)
     coord.startup()
     for batch_id in json.loads(args.batches):
-        run_batch(coord, args.dsn, batch_id)
+        run_batch(coord, args.sink_dsn or args.dsn, batch_id)
 
 
 if __name__ == "__main__":
