@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, TypeAlias
 
 import pymysql
 import pymysql.cursors
@@ -33,7 +33,7 @@ from eo_jobs.protocol.mysql_xa import (
     xid_of,
 )
 
-Connection = pymysql.Connection[pymysql.cursors.Cursor]
+Connection: TypeAlias = "pymysql.Connection[pymysql.cursors.Cursor]"
 LOCK_WAIT_TIMEOUT_S = 30
 SESSION_WAIT_TIMEOUT_S = 300
 CHUNK_ROWS = 5_000
