@@ -1,4 +1,8 @@
-"""Zombies: an older epoch can prepare, but never decide, and its leftovers get swept."""
+"""Zombies: an older epoch can prepare, but never decide, and its leftovers get swept.
+
+The zombie tests run with the sink in PostgreSQL and in MariaDB (``sink_dsn``); the control
+tables are in ``pg_dsn`` either way.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,9 @@ import pytest
 
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
+from eo_jobs.protocol.databases import participant_store
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError
 from eo_jobs.protocol.recovery import recover, sweep
-from eo_jobs.protocol.xa import PreparedTransactions
 from tests.protocol import harness
 
 
@@ -17,69 +21,74 @@ def _prepare_all(coord: Coordinator, dsn: str, batch: int) -> list[Prepared]:
     return [harness.prepare_task(coord, dsn, batch, t, rows) for t in range(harness.TASKS)]
 
 
-def test_a_zombie_driver_cannot_decide_after_the_fence_is_raised(pg_dsn: str) -> None:
-    harness.create_table(pg_dsn)
-    zombie = harness.coordinator(pg_dsn, 1)
+def test_a_zombie_driver_cannot_decide_after_the_fence_is_raised(
+    pg_dsn: str, sink_dsn: str
+) -> None:
+    harness.create_table(sink_dsn)
+    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
     assert zombie.begin(harness.QUERY, 0, harness.offsets(0)) is None
-    prepared = _prepare_all(zombie, pg_dsn, 0)
+    prepared = _prepare_all(zombie, sink_dsn, 0)
 
-    report = recover(ControlStore(pg_dsn), [PreparedTransactions(pg_dsn)], harness.PIPELINE, 2)
+    report = recover(ControlStore(pg_dsn), [participant_store(sink_dsn)], harness.PIPELINE, 2)
     assert len(report.rolled_back) == harness.TASKS
 
     with pytest.raises(FencedError, match="epoch 1 is older than the sink fence 2"):
         zombie.decide(harness.QUERY, 0, prepared, harness.offsets(0), 0.0)
-    assert harness.audit(pg_dsn, range(1)).rows == 0
+    assert harness.audit(sink_dsn, range(1)).rows == 0
 
-    live = harness.coordinator(pg_dsn, 2)
+    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
-    harness.run_batch(live, pg_dsn, 0)
-    final = harness.audit(pg_dsn, range(1))
+    harness.run_batch(live, sink_dsn, 0)
+    final = harness.audit(sink_dsn, range(1))
     assert (final.duplicates, final.missing, final.prepared_left) == (0, 0, 0)
 
 
-def test_a_zombie_starting_a_batch_is_stopped_before_it_writes(pg_dsn: str) -> None:
-    harness.create_table(pg_dsn)
-    harness.coordinator(pg_dsn, 3).startup()
-    zombie = harness.coordinator(pg_dsn, 2)
+def test_a_zombie_starting_a_batch_is_stopped_before_it_writes(pg_dsn: str, sink_dsn: str) -> None:
+    harness.create_table(sink_dsn)
+    harness.coordinator(pg_dsn, 3, sink_dsn=sink_dsn).startup()
+    zombie = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
     with pytest.raises(FencedError):
         zombie.begin(harness.QUERY, 0, harness.offsets(0))
 
 
 def test_the_sweep_rolls_back_zombie_prepares_and_never_touches_the_live_epoch(
-    pg_dsn: str,
+    pg_dsn: str, sink_dsn: str
 ) -> None:
-    harness.create_table(pg_dsn)
-    zombie = harness.coordinator(pg_dsn, 1)
+    harness.create_table(sink_dsn)
+    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
-    live = harness.coordinator(pg_dsn, 2)
+    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
     assert live.begin(harness.QUERY, 0, harness.offsets(0)) is None
-    live_prepared = _prepare_all(live, pg_dsn, 0)
+    live_prepared = _prepare_all(live, sink_dsn, 0)
     zombie_rows = harness.batch_rows(1)
-    zombie_prepared = [harness.prepare_task(zombie, pg_dsn, 1, 0, zombie_rows)]
+    zombie_prepared = [harness.prepare_task(zombie, sink_dsn, 1, 0, zombie_rows)]
 
-    swept = sweep(ControlStore(pg_dsn), [PreparedTransactions(pg_dsn)], harness.PIPELINE)
+    swept = sweep(ControlStore(pg_dsn), [participant_store(sink_dsn)], harness.PIPELINE)
     assert swept.rolled_back == [zombie_prepared[0].gid]
     assert swept.committed == []
+    assert {k.gid for k in swept.kept} == {p.gid for p in live_prepared}
 
     live.commit(live.decide(harness.QUERY, 0, live_prepared, harness.offsets(0), 0.0))
-    final = harness.audit(pg_dsn, range(1))
+    final = harness.audit(sink_dsn, range(1))
     assert (final.rows, final.duplicates, final.prepared_left) == (harness.ROWS_PER_BATCH, 0, 0)
 
 
-def test_a_zombie_beginning_a_batch_leaves_the_live_drivers_prepares_alone(pg_dsn: str) -> None:
-    harness.create_table(pg_dsn)
-    zombie = harness.coordinator(pg_dsn, 1)
+def test_a_zombie_beginning_a_batch_leaves_the_live_drivers_prepares_alone(
+    pg_dsn: str, sink_dsn: str
+) -> None:
+    harness.create_table(sink_dsn)
+    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
-    live = harness.coordinator(pg_dsn, 2)
+    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
     assert live.begin(harness.QUERY, 0, harness.offsets(0)) is None
-    prepared = _prepare_all(live, pg_dsn, 0)
+    prepared = _prepare_all(live, sink_dsn, 0)
     with pytest.raises(FencedError):
         zombie.begin(harness.QUERY, 0, harness.offsets(0))
     live.commit(live.decide(harness.QUERY, 0, prepared, harness.offsets(0), 0.0))
-    assert harness.audit(pg_dsn, range(1)).missing == 0
+    assert harness.audit(sink_dsn, range(1)).missing == 0
 
 
 def test_the_fence_never_goes_down(pg_dsn: str) -> None:
