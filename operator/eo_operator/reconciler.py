@@ -687,7 +687,9 @@ class Reconciler:
                 driver_ip, pipeline.spec.driver.metrics_port, pipeline.key
             )
             seen = watch(self._watches.get(key), driver.name, progress, time.time())
-            if seen is not None:
+            if seen is None:
+                self._watches.pop(key, None)  # a new pod, not heard yet
+            else:
                 self._watches[key] = seen
             if progress is not None:
                 self.metrics.observe_driver_progress(

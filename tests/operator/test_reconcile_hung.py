@@ -6,10 +6,12 @@ status, warns, counts it, and relaunches with a higher epoch after raising the f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,19 +30,23 @@ BOUND = 31
 trigger interval (1 + 0 + 30)."""
 
 STAND_IN = """#!@PYTHON@
-# A driver that reports one trigger at start, then none: hung, its endpoint still answering.
+# A driver's metrics endpoint: one trigger at start, then none (hung, the endpoint still
+# answering), or with STAND_IN_TRIGGERING one trigger a second (healthy, until frozen).
 import http.server, os, time
 
-beat = time.time()
+start = time.time()
 key, port = os.environ["STAND_IN_PIPELINE"], int(os.environ["STAND_IN_PORT"])
-body = (
-    "# TYPE eo_driver_last_trigger_timestamp_seconds gauge\\n"
-    + 'eo_driver_last_trigger_timestamp_seconds{pipeline="' + key + '"} ' + repr(beat) + "\\n"
-).encode()
+triggering = bool(os.environ.get("STAND_IN_TRIGGERING"))
 
 
 class Metrics(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        beat = int(time.time()) if triggering else start
+        body = (
+            "# TYPE eo_driver_last_trigger_timestamp_seconds gauge\\n"
+            + 'eo_driver_last_trigger_timestamp_seconds{pipeline="' + key + '"} '
+            + repr(float(beat)) + "\\n"
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.end_headers()
@@ -50,13 +56,13 @@ class Metrics(http.server.BaseHTTPRequestHandler):
         pass
 
 
-for _ in range(300):  # the previous driver may still hold the port while it terminates
+for _ in range(1500):  # the previous driver may hold the port until its grace (60 s) ends
     try:
         server = http.server.HTTPServer(("127.0.0.1", port), Metrics)
         break
     except OSError:
         time.sleep(0.1)
-print("stand-in driver: one heartbeat at", beat, flush=True)
+print("stand-in driver up at", start, "triggering" if triggering else "hung", flush=True)
 server.serve_forever()
 """
 
@@ -88,19 +94,15 @@ def _pass_until(scene: Scene, done: Any, seconds: float, what: str) -> None:
         time.sleep(1)
 
 
-def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted_and_said_so(
-    reconcile_scene: Scene, tmp_path: Path
-) -> None:
-    scene = reconcile_scene
+def _run_stand_in(scene: Scene, folder: Path, triggering: bool) -> dict[str, Any]:
+    """Apply the pipeline with the stand-in driver; returns its pod once Running and heard."""
     scene.reconciler.settings.health_interval = 1.0
     port = free_port()
     env = [
-        {
-            "name": "PATH",
-            "value": f"{_stand_in(tmp_path / 'stand-in')}{os.pathsep}{os.environ['PATH']}",
-        },
+        {"name": "PATH", "value": f"{_stand_in(folder)}{os.pathsep}{os.environ['PATH']}"},
         {"name": "STAND_IN_PIPELINE", "value": scene.key},
         {"name": "STAND_IN_PORT", "value": str(port)},
+        {"name": "STAND_IN_TRIGGERING", "value": "1" if triggering else ""},
     ]
     scene.apply(
         suspend=False,
@@ -112,7 +114,7 @@ def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted
             "podTemplate": {"spec": {"containers": [{"name": "driver", "env": env}]}},
         },
     )
-    # Running, and its endpoint answered: the operator republishes the one heartbeat.
+    # Running, and its endpoint answered: the operator republishes its heartbeat.
     _pass_until(
         scene,
         lambda: (
@@ -124,33 +126,26 @@ def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted
     )
     first = _driver(scene)
     assert first is not None and first["metadata"]["labels"]["eo.dev/epoch"] == "1"
-    beat = _sample(scene, "eo_pipeline_last_trigger_timestamp_seconds")
-    assert beat is not None
     assert _sample(scene, "eo_pipeline_hung_restarts_total") == 0
+    return first
 
-    # Within the bound it runs on.
-    while time.time() < beat + BOUND - 11:
+
+def _runs_on_until(scene: Scene, until: float) -> None:
+    while time.time() < until:
         scene.reconcile()
         time.sleep(1)
     status = scene.get()["status"]
     assert (status["phase"], status.get("restarts", 0)) == ("Running", 0), status
 
-    # The operator restarts (a new process, or a new leader): it knows nothing of the driver
-    # until its endpoint answers, and then the driver's own heartbeat is the clock, not the
-    # restart: the driver is restarted at its bound, not a whole bound after the new operator.
-    restarted = time.time()
-    scene.reconciler = Reconciler(
-        scene.reconciler.kube,
-        PipelineMetrics(CollectorRegistry()),
-        Settings(job_image="eo-job:test", health_interval=1.0),
-    )
+
+def _restarted_as_hung(scene: Scene, first: dict[str, Any]) -> None:
+    """Status, event and counter say DriverHung; the next driver runs above the fence."""
     _pass_until(
         scene,
         lambda: scene.get()["status"].get("reason") == "DriverHung",
         BOUND + 30,
         "the hung driver is restarted",
     )
-    assert time.time() < restarted + BOUND - 6, "the clock started again at the restart"
     status = scene.get()["status"]
     assert status["restarts"] == 1
     failure = status["lastFailure"]
@@ -169,9 +164,51 @@ def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted
     assert scene.annotation() == 2
     assert scene.control().fence_epoch(scene.key) == 2
     assert _sample(scene, "eo_pipeline_hung_restarts_total") == 1
-    names = json.loads(
+    pods = json.loads(
         scene.cluster.kubectl("get", "pods", "-n", scene.namespace, "-o", "json").stdout
     )
     assert first["metadata"]["name"] not in {
-        p["metadata"]["name"] for p in names["items"] if not p["metadata"].get("deletionTimestamp")
+        p["metadata"]["name"] for p in pods["items"] if not p["metadata"].get("deletionTimestamp")
     }
+
+
+def test_a_driver_that_stops_triggering_is_restarted_with_a_higher_epoch_counted_and_said_so(
+    reconcile_scene: Scene, tmp_path: Path
+) -> None:
+    scene = reconcile_scene
+    first = _run_stand_in(scene, tmp_path / "stand-in", triggering=False)
+    beat = _sample(scene, "eo_pipeline_last_trigger_timestamp_seconds")
+    assert beat is not None
+    _runs_on_until(scene, beat + BOUND - 11)
+
+    # The operator restarts (a new process, or a new leader): it knows nothing of the driver
+    # until its endpoint answers, and then the driver's own heartbeat is the clock, not the
+    # restart: the driver is restarted at its bound, not a whole bound after the new operator.
+    restarted = time.time()
+    scene.reconciler = Reconciler(
+        scene.reconciler.kube,
+        PipelineMetrics(CollectorRegistry()),
+        Settings(job_image="eo-job:test", health_interval=1.0),
+    )
+    _restarted_as_hung(scene, first)
+    hung_at = datetime.fromisoformat(scene.get()["status"]["lastFailureTime"]).timestamp()
+    assert hung_at < restarted + BOUND - 6, "the clock started again at the operator restart"
+
+
+def test_a_frozen_driver_that_stops_answering_is_restarted_too(
+    reconcile_scene: Scene, tmp_path: Path
+) -> None:
+    # SIGSTOP: the process and its endpoint stop; the operator heard it before, so its
+    # silence is no progress (a frozen process, not a path the operator never had).
+    scene = reconcile_scene
+    first = _run_stand_in(scene, tmp_path / "stand-in", triggering=True)
+    _runs_on_until(scene, time.time() + 5)  # heartbeats keep it running past any launch grace
+    kubelet = scene.cluster.kubelet_on(first["spec"]["nodeName"])
+    kubelet.freeze(scene.namespace, first["metadata"]["name"])
+    frozen = time.time()
+    try:
+        _runs_on_until(scene, frozen + BOUND - 11)
+        _restarted_as_hung(scene, first)
+    finally:
+        with contextlib.suppress(KeyError, ProcessLookupError):
+            kubelet.thaw(scene.namespace, first["metadata"]["name"])
