@@ -74,3 +74,13 @@ def test_the_manifest_carries_the_audit_switch_and_the_tables_name_their_columns
     cost = audit_cost([on, off], interval=60).splitlines()
     # 8 % of a core more, 1.5 passes/s: 53 ms per pass; 12 batches/s: 6.7 ms; 1.6 % at 300 s.
     assert cost[-1] == "| 100 | 20 / 12 | 8.0 | 10 | 53 | 6.7 | 1.6 |", cost
+
+
+def test_counters_of_series_that_vanish_do_not_count_as_a_fall() -> None:
+    from bench.operator_scale import _increases
+
+    a = ("eo_audit_batches_total", (("pipeline", "a"),))
+    b = ("eo_audit_batches_total", (("pipeline", "b"),))
+    c = ("eo_audit_batches_total", (("pipeline", "c"),))
+    grown = _increases({a: 5.0, b: 7.0}, {a: 9.0, c: 3.0})
+    assert grown["eo_audit_batches_total"] == 4.0
