@@ -207,3 +207,18 @@ def test_server_limits_count_the_servers_prepared_branches(
     after, _ = store.server_limits()
     assert after == before + 1 and limit == 16384 // 16 * 128 // 2
     store.rollback(gid())
+
+
+def test_the_server_cuts_a_frozen_writer_after_its_wait_timeout_and_frees_its_branch(
+    mariadb_db: MariaDbDatabase, store: MySqlPreparedTransactions
+) -> None:
+    """A writer frozen after XA PREPARE (never closing) holds its branch only until the
+    server's ``wait_timeout`` for its session: then the branch is prepared and detached."""
+    w = MySqlWriter(mariadb_db.dsn, "ledger", COLUMNS, session_wait_timeout_s=2)
+    conn = w.connect()
+    w.write_on(conn, [(1, 1)], gid=gid(), pipeline=PIPELINE, batch_id=0)
+    ended = connection_id(conn)
+    wait_disconnected(mariadb_db.server, ended, timeout=15.0)  # conn is never closed here
+    assert listed(store) == [gid()]
+    assert store.commit(gid()) == Outcome.COMMITTED
+    assert rows(store) == [1]
