@@ -42,6 +42,16 @@ people (``status.lastFailure.pod``). A failed pod the planner already recorded
 above; after every plan the newest ``restartPolicy.keepFailedPods`` of them are kept and older
 ones deleted (``prune_failed``).
 
+After every plan, whatever the rule, two records are kept in status for people:
+
+* ``lastStable`` (``Memory.last_stable``): the spec hash and generation of the last driver seen
+  Running while the decision log's newest batch carries its epoch: it reached Running and
+  decided (committed) a batch after its launch, by itself (``stable``). Never cleared, so a new
+  spec that fails leaves the previous stable one.
+* ``history`` (``Memory.history``): a transition is appended when the phase or the reason
+  changes, not on every pass; the newest ``HISTORY_MAX`` are kept, each message cut to
+  ``HISTORY_MESSAGE_MAX`` characters (``recorded``).
+
 "Recover" always means, in this order: reserve the next epoch on the object (annotation,
 guarded by resourceVersion), raise the sink fence to it, resolve prepared transactions below
 it. A reserved epoch whose driver never appeared is reused, so an operator restarted in the
@@ -74,6 +84,10 @@ HUNG = "DriverHung"
 """Reason (event, status, lastFailure) of a Running driver restarted for making no progress."""
 PROGRESS_TIMEOUT_FLOOR = 600
 """The least ``progress_timeout`` of a spec that names none."""
+HISTORY_MAX = 10
+"""Transitions kept in status.history (the newest)."""
+HISTORY_MESSAGE_MAX = 200
+"""Characters of a status message a transition keeps."""
 FOREIGN_FENCE_OWNER = "ForeignFenceOwner"
 """The blocker reason of a sink fence another writer owns: a wait for a hand-over (phase
 Waiting), never a failure."""
@@ -129,6 +143,9 @@ class DriverPod:
     node_problem_since: datetime | None = None
     """When the node stopped being Ready (its Ready condition's last transition); None with a
     problem means since an unknown time, longer than any grace."""
+    generation: int | None = None
+    """The metadata.generation of the spec it was launched with (its eo.dev/generation
+    annotation); None for a pod launched by an operator older than that annotation."""
 
     @property
     def terminated(self) -> bool:
@@ -158,6 +175,28 @@ class Blocked:
 
 
 @dataclass(frozen=True)
+class Stable:
+    """The last spec a driver ran stable with (status.lastStable)."""
+
+    spec_hash: str
+    generation: int | None
+    since: datetime
+    """When the operator first saw it stable."""
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A change of phase or reason (an entry of status.history)."""
+
+    time: datetime
+    phase: str
+    reason: str
+    message: str
+    epoch: int | None
+    """The epoch of the driver it concerns: the one the plan launches, else status.epoch."""
+
+
+@dataclass(frozen=True)
 class Memory:
     """Operator bookkeeping kept in status between reconciles."""
 
@@ -181,6 +220,10 @@ class Memory:
     blocked: Blocked | None = None
     """Why the last recovery or launch could not be done (a missing Secret, a database that
     does not answer, ...), since when; cleared by the next one that succeeds."""
+    last_stable: Stable | None = None
+    """The last spec a driver ran stable with (``stable``); never cleared."""
+    history: tuple[Transition, ...] = ()
+    """The newest ``HISTORY_MAX`` changes of phase or reason, oldest first (``recorded``)."""
 
 
 @dataclass(frozen=True)
@@ -215,6 +258,10 @@ class Observation:
     """The spec's hashes by the formula drivers launched before ``spec_hash`` was narrowed carry
     (``legacy_hash``): a pod with one of them runs the current spec, and is not restarted for a
     change of formula."""
+    decided_epoch: int | None = None
+    """The epoch of the newest batch in the decision log, as this operator process last read it
+    (its health pass); None before it read one. Equal to the driver's epoch, it says that
+    driver decided a batch since its launch (an epoch is handed to one driver only)."""
 
 
 class Kind(enum.StrEnum):
@@ -319,9 +366,59 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
         # next pass (deleted after it exited, or force-deleted with its node) while its epoch
         # must still never be handed to another driver.
         obs = replace(obs, memory=replace(obs.memory, epoch=pod.epoch))
+    before = obs.memory
     obs, cleanup = _set_aside_failed(obs)
     result = _decide(obs, rng)
-    return replace(result, actions=[*cleanup, *result.actions, *prune_failed(obs, result)])
+    memory = stable(obs, pod, result.memory)
+    memory = recorded(before, replace(result, memory=memory), obs.now)
+    return replace(
+        result, memory=memory, actions=[*cleanup, *result.actions, *prune_failed(obs, result)]
+    )
+
+
+def stable(obs: Observation, pod: DriverPod | None, memory: Memory) -> Memory:
+    """``memory`` with ``last_stable`` moved to ``pod``'s spec when that driver is stable.
+
+    Stable: the pod is Running and the newest decided batch carries its epoch, so it reached
+    Running and decided (committed) a batch after its launch, itself. Whatever the rule
+    decided about it (a spec change stopping it, a hung restart), it did run that spec well.
+    Recorded once per spec hash and generation (``since`` is when it was first seen); nothing
+    else touches it, so a new spec that fails, never starts or decides nothing leaves the
+    previous stable one.
+    """
+    if (
+        pod is None
+        or pod.phase != "Running"
+        or not pod.spec_hash
+        or obs.decided_epoch is None
+        or obs.decided_epoch != pod.epoch
+    ):
+        return memory
+    last = memory.last_stable
+    if last is not None and (last.spec_hash, last.generation) == (pod.spec_hash, pod.generation):
+        return memory
+    return replace(memory, last_stable=Stable(pod.spec_hash, pod.generation, obs.now))
+
+
+def recorded(before: Memory, result: Plan, now: datetime) -> Memory:
+    """The plan's memory with a transition appended to ``history`` when the phase or the reason
+    changed from ``before`` (a pass that changes neither, or only the message, adds nothing),
+    the newest ``HISTORY_MAX`` kept."""
+    after = result.memory
+    if (after.phase, after.reason) == (before.phase, before.reason):
+        return after
+    launched = next((a.epoch for a in result.actions if a.kind is Kind.LAUNCH), None)
+    message = after.message
+    if len(message) > HISTORY_MESSAGE_MAX:
+        message = message[: HISTORY_MESSAGE_MAX - 3] + "..."
+    entry = Transition(
+        time=now,
+        phase=after.phase.value,
+        reason=after.reason,
+        message=message,
+        epoch=launched if launched is not None else after.epoch,
+    )
+    return replace(after, history=(*after.history, entry)[-HISTORY_MAX:])
 
 
 def _set_aside_failed(obs: Observation) -> tuple[Observation, list[Action]]:

@@ -47,6 +47,7 @@ from eo_operator.planner import (
 )
 from eo_operator.progress import Watch, read_driver_progress, watch
 from eo_operator.resources import (
+    ANNOTATION_GENERATION,
     LABEL_EPOCH,
     LABEL_SPEC_HASH,
     SPEC_KEY,
@@ -200,6 +201,7 @@ def _driver_pod(pod: dict[str, Any]) -> DriverPod:
         reason, message = _waiting(status, state)
     deleting = meta.get("deletionTimestamp")
     labels = meta.get("labels") or {}
+    generation = (meta.get("annotations") or {}).get(ANNOTATION_GENERATION, "")
     return DriverPod(
         name=meta["name"],
         epoch=int(labels.get(LABEL_EPOCH, "0")),
@@ -212,6 +214,7 @@ def _driver_pod(pod: dict[str, Any]) -> DriverPod:
         reason=reason or status.get("reason") or "",
         message=message or status.get("message") or "",
         node=(pod.get("spec") or {}).get("nodeName") or "",
+        generation=int(generation) if generation.isdigit() else None,
     )
 
 
@@ -296,6 +299,9 @@ class Reconciler:
         """What this process saw of each pipeline's driver endpoint (``progress.Watch``)."""
         self._commits: dict[tuple[str, str], datetime] = {}
         """Each pipeline's last decided batch, as its last health pass read it."""
+        self._decided: dict[tuple[str, str], int] = {}
+        """The epoch of each pipeline's last decided batch, as its last health pass read it
+        (``Observation.decided_epoch``: which driver is stable)."""
         self.audits = ContinuousAudit(kube, metrics.audit, settings.audit_interval)
 
     def reconcile(self, namespace: str, name: str) -> float:
@@ -343,6 +349,7 @@ class Reconciler:
             node_lost_grace=timedelta(seconds=self.settings.node_lost_grace_seconds),
             node_disruption=self._disruption(driver),
             progress=self._progress((namespace, name), driver),
+            decided_epoch=self._decided.get((namespace, name)),
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -650,6 +657,7 @@ class Reconciler:
                     "epoch": epoch,
                     "driverPod": pod["metadata"]["name"],
                     "driverSpecHash": pod["metadata"]["labels"][LABEL_SPEC_HASH],
+                    "driverGeneration": int(pod["metadata"]["annotations"][ANNOTATION_GENERATION]),
                     "lastLaunchTime": datetime.now(UTC).isoformat(),
                 },
             )
@@ -745,6 +753,8 @@ class Reconciler:
         self._in_doubt[key] = health.in_doubt
         if health.last_commit_time is not None:
             self._commits[key] = health.last_commit_time
+        if health.last_epoch is not None:
+            self._decided[key] = health.last_epoch
         obj = self._publish(obj, pipeline, memory, driver, health, fresh)
         try:
             self.audits.run(obj, pipeline, sinks.bound.dsns, sinks.bound.control)
@@ -847,6 +857,7 @@ class Reconciler:
         self._health_at.pop((namespace, name), None)
         self._watches.pop((namespace, name), None)
         self._commits.pop((namespace, name), None)
+        self._decided.pop((namespace, name), None)
         if pipeline is None:
             pipeline = self._last_launched(obj)
         if pipeline is None:

@@ -28,6 +28,10 @@ from eo_operator.fence_owner import fence_owner
 LABEL_PIPELINE = "eo.dev/pipeline"
 LABEL_EPOCH = "eo.dev/epoch"
 LABEL_SPEC_HASH = "eo.dev/spec-hash"
+ANNOTATION_GENERATION = "eo.dev/generation"
+"""The driver pod's annotation with the metadata.generation of the spec it was launched with
+(``status.driverGeneration``, ``status.lastStable.generation``): read back from the pod, it
+survives an operator restart as the spec hash label does."""
 COMPONENT = "app.kubernetes.io/component"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 SPEC_KEY = "pipeline.yaml"
@@ -303,7 +307,10 @@ def driver_pod(
             "namespace": pipeline.metadata.namespace,
             "labels": labels,
             "ownerReferences": [owner_reference(obj)],
-            "annotations": {"eo.dev/epoch": str(epoch)},
+            "annotations": {
+                "eo.dev/epoch": str(epoch),
+                ANNOTATION_GENERATION: str(obj["metadata"].get("generation", 1)),
+            },
         },
         "spec": {
             "restartPolicy": "Never",

@@ -40,6 +40,8 @@ class Health:
     in_doubt: int
     oldest_in_doubt_seconds: float | None
     prepared_by_sink: dict[str, SinkHealth] = field(default_factory=dict)
+    last_epoch: int | None = None
+    """The epoch of the driver that decided the last batch."""
 
 
 def database_label(dsn: str) -> str:
@@ -134,6 +136,7 @@ class PipelineSinks:
         return Health(
             last_batch_id=last.batch_id if last else None,
             last_commit_time=last.decided_at if last else None,
+            last_epoch=last.epoch if last else None,
             checkpoint_seconds=last_done.checkpoint_seconds if last_done else None,
             commit_seconds=(last_done.commit_ms or 0.0) / 1000.0 if last_done else None,
             new_checkpoint_seconds=[

@@ -11,7 +11,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eo_operator.blockers import DRIVER, FENCE, REASONS, SINK
-from eo_operator.planner import NODE_DISRUPTION, Blocked, Failure, Memory, Observation, Phase
+from eo_operator.planner import (
+    HISTORY_MAX,
+    NODE_DISRUPTION,
+    Blocked,
+    Failure,
+    Memory,
+    Observation,
+    Phase,
+    Stable,
+    Transition,
+)
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -48,7 +58,43 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         message=status.get("message") or "",
         failure=_failure(status.get("lastFailure")),
         blocked=_blocked(status.get("conditions") or []),
+        last_stable=_stable(status.get("lastStable")),
+        history=_history(status.get("history")),
     )
+
+
+def _stable(recorded: Any) -> Stable | None:
+    if not isinstance(recorded, dict) or not recorded.get("specHash"):
+        return None
+    generation = recorded.get("generation")
+    return Stable(
+        spec_hash=str(recorded["specHash"]),
+        generation=generation if isinstance(generation, int) else None,
+        since=parse_time(recorded.get("since")) or datetime.now(UTC),
+    )
+
+
+def _history(recorded: Any) -> tuple[Transition, ...]:
+    """status.history as transitions; an entry without a time or phase (a hand edit) is left
+    out."""
+    if not isinstance(recorded, list):
+        return ()
+    entries = []
+    for item in recorded:
+        when = parse_time(item.get("time")) if isinstance(item, dict) else None
+        if when is None or not item.get("phase"):
+            continue
+        epoch = item.get("epoch")
+        entries.append(
+            Transition(
+                time=when,
+                phase=str(item["phase"]),
+                reason=str(item.get("reason") or ""),
+                message=str(item.get("message") or ""),
+                epoch=epoch if isinstance(epoch, int) else None,
+            )
+        )
+    return tuple(entries[-HISTORY_MAX:])
 
 
 def _blocked(conds: list[dict[str, Any]]) -> Blocked | None:
@@ -118,6 +164,10 @@ def conditions(
     return out
 
 
+def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
 def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> dict[str, Any]:
     """The status patch recorded before acting on a plan."""
     status: dict[str, Any] = {
@@ -139,12 +189,38 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
             "message": failure.message,
             "time": _iso(failure.time),
         }
+    if memory.last_stable is not None:
+        stable = memory.last_stable
+        # No null inside: a merge patch would delete the key, and the status read back would
+        # never equal the one written (a write on every pass).
+        status["lastStable"] = _without_none(
+            {
+                "specHash": stable.spec_hash,
+                "generation": stable.generation,
+                "since": _iso(stable.since),
+            }
+        )
+    if memory.history:
+        # A list is replaced whole by a merge patch: the newest HISTORY_MAX, nothing older.
+        status["history"] = [
+            _without_none(
+                {
+                    "time": _iso(entry.time),
+                    "phase": entry.phase,
+                    "reason": entry.reason,
+                    "message": entry.message,
+                    "epoch": entry.epoch,
+                }
+            )
+            for entry in memory.history
+        ]
     if obs.spec is not None:
         status["guarantee"] = str(obs.spec.guarantee)
     if obs.driver is not None and obs.driver.phase in ("Pending", "Running"):
         status["epoch"] = obs.driver.epoch
         status["driverPod"] = obs.driver.name
         status["driverSpecHash"] = obs.driver.spec_hash or None
+        status["driverGeneration"] = obs.driver.generation
     conds = {"conditions": current.get("conditions") or []}
     conds["conditions"] = conditions(
         conds,

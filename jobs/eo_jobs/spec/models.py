@@ -1046,6 +1046,38 @@ class LastFailure(Model):
     """When the operator recorded the failure (RFC 3339)."""
 
 
+class StableSpec(Model):
+    """The last spec that ran stable (``status.lastStable``).
+
+    Stable means: a driver launched with this spec reached Running and a batch was decided
+    (committed) in the decision log with that driver's own epoch, i.e. after it was launched
+    and by it, not by a driver before it (each epoch is handed to one driver only). A new spec
+    whose driver fails, never starts, or decides nothing leaves this at the previous one."""
+
+    spec_hash: str
+    """The spec hash that driver carried (what ``driverSpecHash`` showed while it ran)."""
+    generation: int | None = None
+    """The metadata.generation it was launched with (``driverGeneration``); none for a driver
+    launched by an operator older than that field."""
+    since: str
+    """When the operator first saw a driver of this spec hash and generation stable (RFC 3339)."""
+
+
+class Transition(Model):
+    """One change of phase or reason (``status.history``)."""
+
+    time: str
+    """When the operator recorded it (RFC 3339)."""
+    phase: str
+    """The phase entered."""
+    reason: str = ""
+    """The reason entered (CamelCase, as ``status.reason``)."""
+    message: str = ""
+    """The status message at that moment, cut to 200 characters."""
+    epoch: int | None = None
+    """The epoch of the driver it concerns: the one being launched, else ``status.epoch``."""
+
+
 class AuditPosition(Model):
     """Where the next audit pass starts (``eo_jobs.audit.Position``)."""
 
@@ -1117,6 +1149,20 @@ class PipelineStatus(Model):
     operator older than this field carries the older formula's hash). The operator restarts a
     driver whose hash is out of date; an edit of suspend, alerts or restartPolicy, which only
     the operator reads, restarts none."""
+    driver_generation: int | None = None
+    """The metadata.generation of the spec the current driver pod was launched with (its
+    eo.dev/generation annotation; none for a driver launched by an operator older than this
+    field). ``observedGeneration`` moves on with every edit; this one only when a driver is
+    launched, so an edit the driver does not read (suspend, alerts, restartPolicy: no restart)
+    leaves it behind."""
+    last_stable: StableSpec | None = None
+    """The spec hash and generation of the last driver that was stable: reached Running and then
+    decided (committed) a batch with its own epoch, so after its launch. Recorded when that is
+    first seen; never cleared: a new spec that fails, never starts or decides nothing leaves
+    the previous stable one here, which is what to go back to."""
+    history: list[Transition] = Field(default_factory=list)
+    """The last 10 changes of phase or reason, oldest first (a pass that changes neither adds
+    nothing): how the pipeline got where it is."""
     restarts: int = 0
     """Driver relaunches after failures inside the restart window."""
     last_batch_id: int | None = None
