@@ -25,10 +25,12 @@ on ``current_database()`` does, although ``XA RECOVER`` lists the whole server's
 committed, already rolled back, or prepared but still attached to a live connection (MariaDB
 binds a prepared branch to its connection until that connection ends). The last one is told
 apart by ``XA RECOVER``: a branch it still lists is prepared, so the finisher waits for the
-connection to end (eo's writers close right after ``XA PREPARE``; a frozen one is cut by the
-server after the writer session's ``wait_timeout``) and retries, up to ``BUSY_RETRY_SECONDS``,
-then raises ``BranchAttachedError``: the branch stays prepared, and nothing is concluded from
-1397. A branch not listed is decided by its marker row, exactly as for PostgreSQL.
+connection to end (eo's writers close right after ``XA PREPARE``, but the server may not have
+processed the close yet; a frozen one is cut by the server after the writer session's
+``wait_timeout``; or another session is finishing the branch) and retries, up to
+``BUSY_RETRY_SECONDS``, then raises ``BranchAttachedError``: the branch stays prepared, and
+nothing is concluded from 1397. A branch not listed is decided by its marker row, exactly as
+for PostgreSQL.
 """
 
 from __future__ import annotations
