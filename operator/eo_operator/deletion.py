@@ -21,6 +21,7 @@ namespace, so the sink clean-up is bounded:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -76,15 +77,23 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {safe_message(exc)}"[:300]
 
 
-def _let_go(kube: Kube, obj: dict[str, Any], pipeline: Pipeline, epoch: int, why: str) -> str:
+LetGo = Callable[[str], None]
+"""Told the message when a deletion lets go without its sink clean-up (the operator counts it
+and records it where it outlives the namespace)."""
+
+
+def _let_go(
+    kube: Kube, obj: dict[str, Any], pipeline: Pipeline, epoch: int, why: str, on_let_go: LetGo
+) -> str:
     variables = ", ".join(env_var_for(s.name) for s in pipeline.spec.sinks)
     message = (
-        f"deleted without sink clean-up: {why}. Prepared transactions of {pipeline.key} may "
+        f"{pipeline.key} deleted without sink clean-up: {why}. Its prepared transactions may "
         f"stay in doubt (holding locks): run `eo recover <pipeline manifest> --epoch {epoch}` "
         f"with {variables} set to the sinks' DSNs"
     )
     kube.event(obj, "FinalizedWithoutSink", message, warning=True)
     log.warning("%s", message)
+    on_let_go(message)
     return message
 
 
@@ -95,11 +104,12 @@ def clean_up_sinks(
     pipeline: Pipeline,
     timeout: float,
     now: datetime,
+    on_let_go: LetGo = lambda _message: None,
 ) -> str:
     """Fence and resolve for a deleted pipeline whose drivers are stopped; returns a summary.
 
     Raises ``CleanupPending`` while the sink fails and ``timeout`` has not passed since the
-    deletion started; afterwards it lets go with a Warning event.
+    deletion started; afterwards it lets go with a Warning event, and ``on_let_go``.
     """
     obj = kube.get_pipeline(namespace, name)
     if obj is None:
@@ -107,11 +117,16 @@ def clean_up_sinks(
     epoch = _epoch_above(obj)
     annotations = obj["metadata"].get("annotations") or {}
     if annotations.get(SKIP_ANNOTATION, "").lower() == "true":
-        return _let_go(kube, obj, pipeline, epoch, f"annotation {SKIP_ANNOTATION} is set")
+        return _let_go(
+            kube, obj, pipeline, epoch, f"annotation {SKIP_ANNOTATION} is set", on_let_go
+        )
     try:
-        sinks = PipelineSinks(pipeline, dsns_from_secrets(kube, pipeline), kube)
+        # Remembered: a namespace deletion removes the Secrets before this runs (N5).
+        dsns = dsns_from_secrets(kube, pipeline, remembered=True)
+        sinks = PipelineSinks(pipeline, dsns, kube, remembered=True)
     except (KeyError, ApiException) as exc:
-        return _let_go(kube, obj, pipeline, epoch, f"sink credentials unavailable ({_reason(exc)})")
+        why = f"sink credentials unavailable ({_reason(exc)})"
+        return _let_go(kube, obj, pipeline, epoch, why, on_let_go)
     try:
         return _fence_and_resolve(kube, obj, sinks, epoch)
     except Conflict:
@@ -126,7 +141,7 @@ def clean_up_sinks(
                 min(10.0, max(1.0, left)),
             ) from exc
         why = f"the sink clean-up failed for {timeout:.0f}s ({_reason(exc)})"
-        return _let_go(kube, obj, pipeline, epoch, why)
+        return _let_go(kube, obj, pipeline, epoch, why, on_let_go)
     finally:
         sinks.close()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -60,6 +61,8 @@ class Kube:
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
+        self._secrets_read: dict[tuple[str, str, str], str] = {}
+        """(namespace, Secret, key) -> the value last read (``secret_value``)."""
 
     def _plain(self, obj: Any) -> dict[str, Any]:
         plain = self.api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
@@ -251,13 +254,33 @@ class Kube:
             if exc.status != 404:
                 raise
 
-    def secret_value(self, namespace: str, name: str, key: str) -> str:
-        """One key of a Secret, decoded."""
-        secret = self.core.read_namespaced_secret(name, namespace)
+    def secret_value(self, namespace: str, name: str, key: str, *, remembered: bool = False) -> str:
+        """One key of a Secret, decoded.
+
+        Each value read is remembered by this process. With ``remembered``, a Secret that is
+        gone (404) answers with the value last read: a namespace deletion removes the Secrets
+        at once, while the pipeline's finalizer still has to fence and resolve its sinks
+        with them (operator audit N5). Only the deletion path asks for it.
+        """
+        try:
+            secret = self.core.read_namespaced_secret(name, namespace)
+        except ApiException as exc:
+            kept = self._secrets_read.get((namespace, name, key))
+            if remembered and exc.status == 404 and kept is not None:
+                log.warning(
+                    "Secret %s/%s is gone; using the value of key %s this operator read last",
+                    namespace,
+                    name,
+                    key,
+                )
+                return kept
+            raise
         data = secret.data or {}
         if key not in data:
             raise KeyError(f"Secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode()
+        value = base64.b64decode(data[key]).decode()
+        self._secrets_read[(namespace, name, key)] = value
+        return value
 
     def event(self, obj: dict[str, Any], reason: str, message: str, warning: bool = False) -> None:
         """A Kubernetes Event on the pipeline (what `kubectl describe eop` shows), best effort.
@@ -267,19 +290,41 @@ class Kube:
         nor any other handler. A refused event is logged instead.
         """
         meta = obj["metadata"]
+        involved = client.V1ObjectReference(
+            api_version=obj["apiVersion"],
+            kind=obj["kind"],
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
+            resource_version=meta.get("resourceVersion"),
+        )
+        self._record(meta["namespace"], involved, reason, message, warning)
+
+    def operator_event(self, reason: str, message: str, warning: bool = False) -> bool:
+        """An Event on the operator's own pod ($POD_NAMESPACE/$POD_NAME), best effort: for what
+        must outlive the pipeline's namespace (a deletion that let go of its sinks), whose own
+        events a namespace being deleted refuses. False when there is no pod to name."""
+        namespace, name = os.environ.get("POD_NAMESPACE"), os.environ.get("POD_NAME")
+        if not namespace or not name:
+            log.warning("event %s not recorded (no POD_NAMESPACE/POD_NAME): %s", reason, message)
+            return False
+        involved = client.V1ObjectReference(
+            api_version="v1", kind="Pod", name=name, namespace=namespace
+        )
+        return self._record(namespace, involved, reason, message, warning)
+
+    def _record(
+        self,
+        namespace: str,
+        involved: client.V1ObjectReference,
+        reason: str,
+        message: str,
+        warning: bool,
+    ) -> bool:
         now = dt.datetime.now(dt.UTC)
         body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(
-                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
-            ),
-            involved_object=client.V1ObjectReference(
-                api_version=obj["apiVersion"],
-                kind=obj["kind"],
-                name=meta["name"],
-                namespace=meta["namespace"],
-                uid=meta["uid"],
-                resource_version=meta.get("resourceVersion"),
-            ),
+            metadata=client.V1ObjectMeta(generate_name=f"{involved.name}.", namespace=namespace),
+            involved_object=involved,
             reason=reason,
             message=message[:1024],
             type="Warning" if warning else "Normal",
@@ -291,13 +336,15 @@ class Kube:
             reporting_instance="eo-operator",
         )
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)
+            self.core.create_namespaced_event(namespace, body)
         except ApiException as exc:
             log.warning(
                 "event %s on %s/%s not recorded (HTTP %s): %s",
                 reason,
-                meta["namespace"],
-                meta["name"],
+                namespace,
+                involved.name,
                 exc.status,
                 message,
             )
+            return False
+        return True

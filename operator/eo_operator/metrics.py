@@ -326,6 +326,13 @@ class PipelineMetrics:
             "no-leader alert counts the replicas at 1).",
             registry=registry,
         )
+        self._finalized_without_sink = Counter(
+            "eo_operator_finalized_without_sink",
+            "Pipelines deleted without their sink clean-up (fence and resolve): their prepared "
+            "transactions may be left in doubt. Kept after the pipeline is gone, on purpose.",
+            ("namespace", "pipeline"),
+            registry=registry,
+        )
         self._api_requests = Counter(
             "eo_operator_api_requests",
             "HTTP requests the operator's passes and deletions sent to the Kubernetes API "
@@ -508,6 +515,10 @@ class PipelineMetrics:
     def count_api_request(self, method: str) -> None:
         """Count one request to the Kubernetes API (``Kube``'s hook)."""
         self._api_requests.labels(method).inc()
+
+    def finalized_without_sink(self, namespace: str, pipeline: str) -> None:
+        """A deletion let go without its sink clean-up (never forgotten with the pipeline)."""
+        self._finalized_without_sink.labels(namespace, pipeline).inc()
 
     def forget(self, namespace: str, pipeline: str) -> None:
         """Drop every series of a deleted pipeline, so label sets do not grow without bound."""

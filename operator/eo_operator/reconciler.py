@@ -869,7 +869,14 @@ class Reconciler:
             pipeline,
             self.settings.delete_sink_timeout,
             datetime.now(UTC),
+            on_let_go=lambda message: self._let_go(namespace, name, message),
         )
+
+    def _let_go(self, namespace: str, name: str, message: str) -> None:
+        """A deletion gave up its sink clean-up: counted, and recorded on the operator's pod,
+        since the pipeline's own events go with its namespace (operator audit N5)."""
+        self.metrics.finalized_without_sink(namespace, name)
+        self.kube.operator_event("FinalizedWithoutSink", message, warning=True)
 
     def _last_launched(self, obj: dict[str, Any]) -> Pipeline | None:
         """The spec the last driver ran with (its ConfigMap), for an object whose spec does not

@@ -59,22 +59,29 @@ def database_label(dsn: str) -> str:
     return f"{host}:{params.get('port') or 5432}"
 
 
-def secret_dsn(kube: Kube, namespace: str, name: str, ref: CredentialRef) -> str:
-    """The DSN a credential reference names, read from its Secret."""
+def secret_dsn(
+    kube: Kube, namespace: str, name: str, ref: CredentialRef, *, remembered: bool = False
+) -> str:
+    """The DSN a credential reference names, read from its Secret (or, with ``remembered``,
+    the value last read when the Secret is gone: ``Kube.secret_value``)."""
     secret = ref.secret_key_ref
     if secret is None:
         raise KeyError(f"{name}: dsn must be a secretKeyRef on Kubernetes")
     try:
-        return kube.secret_value(namespace, secret.name, secret.key)
+        return kube.secret_value(namespace, secret.name, secret.key, remembered=remembered)
     except KeyError:
         raise SecretKeyMissingError(namespace, secret.name, secret.key) from None
 
 
-def dsns_from_secrets(kube: Kube, pipeline: Pipeline) -> dict[str, str]:
-    """Every sink's DSN, read from its Secret."""
+def dsns_from_secrets(
+    kube: Kube, pipeline: Pipeline, *, remembered: bool = False
+) -> dict[str, str]:
+    """Every sink's DSN, read from its Secret (``remembered``: see ``secret_dsn``)."""
     namespace = pipeline.metadata.namespace
     return {
-        sink.name: secret_dsn(kube, namespace, f"sink {sink.name}", sink.postgres.dsn)
+        sink.name: secret_dsn(
+            kube, namespace, f"sink {sink.name}", sink.postgres.dsn, remembered=remembered
+        )
         for sink in pipeline.spec.sinks
     }
 
@@ -87,15 +94,20 @@ class PipelineSinks:
     of sinks removed from the spec are added so what they hold prepared is resolved too.
     """
 
-    def __init__(self, pipeline: Pipeline, dsns: dict[str, str], kube: Kube) -> None:
+    def __init__(
+        self, pipeline: Pipeline, dsns: dict[str, str], kube: Kube, *, remembered: bool = False
+    ) -> None:
         self.pipeline = pipeline
         self.kube = kube
+        self.remembered = remembered
         namespace = pipeline.metadata.namespace
         control = pipeline.spec.control
         self.bound: Bound = bind(
             pipeline,
             dsns,
-            secret_dsn(kube, namespace, "spec.control", control.dsn) if control else None,
+            secret_dsn(kube, namespace, "spec.control", control.dsn, remembered=remembered)
+            if control
+            else None,
         )
         self._claimed = False
 
@@ -106,7 +118,11 @@ class PipelineSinks:
     def _claim(self) -> None:
         if not self._claimed:
             namespace = self.pipeline.metadata.namespace
-            self.bound.claim(lambda sink, ref: secret_dsn(self.kube, namespace, sink, ref))
+            self.bound.claim(
+                lambda sink, ref: secret_dsn(
+                    self.kube, namespace, sink, ref, remembered=self.remembered
+                )
+            )
             self._claimed = True
 
     def recover(self, epoch: int, owner: str | None = None) -> RecoveryReport:

@@ -38,6 +38,7 @@ EXPECTED_ALERTS = {
     "EoDriverCrashLooping",
     "EoDriverNotStarting",
     "EoDriverHung",
+    "EoFinalizedWithoutSink",
     "EoPipelineFailed",
     "EoAuditViolation",
     "EoAuditStale",
