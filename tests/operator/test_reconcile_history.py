@@ -181,3 +181,13 @@ def test_driver_generation_last_stable_and_history_through_launch_commit_edits(
     assert all(a != b for a, b in itertools.pairwise(steps)), steps
     times = [t["time"] for t in history]
     assert times == sorted(times)
+
+    # The runbook's command (docs/runbook.md, "What runs, what last worked, how it got here").
+    out = scene.cluster.kubectl(
+        "get", "eop", "orders", "-n", scene.namespace, "-o",
+        "jsonpath={range .status.history[*]}{.time} {.phase} {.reason} e{.epoch}: {.message}"
+        '{"\\n"}{end}',
+    )  # fmt: skip
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(history)
+    assert lines[-1].startswith(f"{history[-1]['time']} Running Running e{epoch_3}: driver ")
