@@ -31,12 +31,8 @@ def _fence(scene: Scene) -> int:
     return int(row[0])
 
 
-def test_deleting_a_namespace_holding_a_running_pipeline_completes(scene: Scene) -> None:
-    scene.add_files(2)
-    scene.apply()
-    scene.until("a running driver", scene.running_driver)
-    scene.until("first rows", lambda: scene.rows() > 0)
-    started = time.monotonic()
+def _delete_namespace(scene: Scene) -> None:
+    """Delete the scene's namespace and wait until it is gone (180 s at most)."""
     scene.cluster.kubectl("delete", "namespace", scene.namespace, "--wait=false")
 
     def namespace_gone() -> bool:
@@ -48,6 +44,15 @@ def test_deleting_a_namespace_holding_a_running_pipeline_completes(scene: Scene)
     finally:
         # The fixture deletes the namespace after the test: give it one to delete.
         scene.cluster.kubectl("create", "namespace", scene.namespace, check=False)
+
+
+def test_deleting_a_namespace_holding_a_running_pipeline_completes(scene: Scene) -> None:
+    scene.add_files(2)
+    scene.apply()
+    scene.until("a running driver", scene.running_driver)
+    scene.until("first rows", lambda: scene.rows() > 0)
+    started = time.monotonic()
+    _delete_namespace(scene)
     assert time.monotonic() - started < 180
     time.sleep(3)
     assert scene.audit().prepared_left == 0
@@ -100,16 +105,7 @@ def test_a_namespace_deleted_with_a_task_left_prepared_is_resolved_with_the_dsn_
     # The Secret goes first, as `kubectl delete -f` of a folder may order it, or as the
     # namespace controller may when it deletes the Secret and the pipeline at once.
     scene.cluster.kubectl("delete", "secret", "orders-db", "-n", scene.namespace)
-    scene.cluster.kubectl("delete", "namespace", scene.namespace, "--wait=false")
-
-    def namespace_gone() -> bool:
-        found = scene.cluster.kubectl("get", "namespace", scene.namespace, check=False)
-        return found.returncode != 0 and "NotFound" in found.stderr
-
-    try:
-        scene.until("the namespace gone", namespace_gone, timeout=180)
-    finally:
-        scene.cluster.kubectl("create", "namespace", scene.namespace, check=False)
+    _delete_namespace(scene)
     with psycopg.connect(scene.dsn) as conn:
         prepared = [r[0] for r in conn.execute("SELECT gid FROM pg_prepared_xacts")]
     assert left not in prepared, scene.operator.output()[-3000:]
