@@ -892,11 +892,26 @@ class Reconciler:
         return pipeline
 
 
+def merge_patched(current: Any, patch: Any) -> Any:
+    """``current`` after a JSON merge patch (RFC 7386): objects merge key by key at every
+    level, a null removes its key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(current) if isinstance(current, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patched(merged.get(key), value)
+    return merged
+
+
 def _unchanged(obj: dict[str, Any], status: dict[str, Any]) -> bool:
-    """True when merge-patching ``status`` would not change the object's status (a None
-    value removes a field, so it matches a missing one)."""
+    """True when merge-patching ``status`` would not change the object's status, at every
+    level (a nested null, e.g. a failure with no exit code, removes a key the last failure
+    may have had: it matches a missing one, and changes a present one)."""
     current = obj.get("status") or {}
-    return all(current.get(key) == value for key, value in status.items())
+    return bool(merge_patched(current, status) == current)
 
 
 def _sink_answered(obj: dict[str, Any]) -> list[dict[str, Any]]:
