@@ -39,6 +39,13 @@ class AuditMetrics:
             (*_PIPELINE, "check"),
             registry=registry,
         )
+        self._cpu = Counter(
+            "eo_audit_cpu_seconds",
+            "CPU time the operator spent in audit passes (the auditing thread's own; the "
+            "databases' is theirs): its rate is the audit's share of the operator's CPU.",
+            _PIPELINE,
+            registry=registry,
+        )
         self._duration = Histogram(
             "eo_audit_pass_duration_seconds",
             "Duration of one audit pass.",
@@ -71,6 +78,7 @@ class AuditMetrics:
             self._interval,
             self._latched,
             self._batches,
+            self._cpu,
             self._last_batch,
             self._violations,
             self._lag,
@@ -97,6 +105,7 @@ class AuditMetrics:
                     self._violations.labels(namespace, pipeline, str(check))
                 self._seen.add(key)
             self._batches.labels(*key).inc(result.batches)
+            self._cpu.labels(*key).inc(result.cpu_seconds)
             for violation in result.violations:
                 self._violations.labels(namespace, pipeline, str(violation.check)).inc()
             if last_batch is not None:  # None: no batch audited yet, so no series

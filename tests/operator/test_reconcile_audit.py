@@ -119,6 +119,10 @@ def test_a_clean_pipeline_is_audited_true_naming_the_batches_and_checks(
     assert _metric(scene, "eo_audit_lag_batches") == 0
     assert _metric(scene, "eo_audit_interval_seconds") == 300
     assert _metric(scene, "eo_audit_violations_total", check="participants") == 0
+    # The auditing thread's own CPU: some, and no more than the pass's wall time.
+    cpu = _metric(scene, "eo_audit_cpu_seconds_total")
+    wall = _metric(scene, "eo_audit_pass_duration_seconds_sum")
+    assert cpu is not None and wall is not None and 0 < cpu <= wall
     # The driver's marker pruning now stops at the audited position.
     with psycopg.connect(scene.dsn) as conn:
         assert conn.execute("SELECT query, batch_id FROM eo.audited").fetchall() == [

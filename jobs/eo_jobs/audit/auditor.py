@@ -65,11 +65,11 @@ def audit(
     target: AuditTarget, position: Position | None = None, *, max_batches: int | None = None
 ) -> AuditResult:
     """Audit every batch decided after ``position`` (None: from each query's first batch)."""
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.thread_time()
     start = position or Position()
     control = read_control(target.control_dsn, target.pipeline, start.batches, max_batches)
     if not control.has_tables:
-        return _nothing(target, start, started)
+        return _nothing(target, start, started, cpu)
     by_query: dict[str, list[LoggedDecision]] = {}
     query_ids: dict[str, str] = {}
     for decision in control.decisions:
@@ -109,6 +109,7 @@ def audit(
         violations=tuple(sorted(state.violations, key=_order)),
         pending=tuple(pending),
         seconds=time.perf_counter() - started,
+        cpu_seconds=time.thread_time() - cpu,
     )
 
 
@@ -379,7 +380,7 @@ def _checkpoint_checks(state: _Pass) -> None:
     state.ran(Check.SOURCE_FILES, "checkpoint", Status.RAN)
 
 
-def _nothing(target: AuditTarget, start: Position, started: float) -> AuditResult:
+def _nothing(target: AuditTarget, start: Position, started: float, cpu: float) -> AuditResult:
     """A control database without eo's tables: nothing was decided there, nothing ran."""
     why = "the control database has no eo.decisions: the pipeline never decided a batch there"
     return AuditResult(
@@ -391,4 +392,5 @@ def _nothing(target: AuditTarget, start: Position, started: float) -> AuditResul
         checks=tuple(CheckRun(c, "control database", Status.NOT_RUN, why) for c in Check),
         violations=(),
         seconds=time.perf_counter() - started,
+        cpu_seconds=time.thread_time() - cpu,
     )

@@ -214,6 +214,8 @@ class AuditResult:
     pending: tuple[str, ...] = ()
     """Batches left for the next pass (phase 2 still running), in words."""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """CPU time of the auditing thread (its own work: parsing, checking), not the databases'."""
 
     @property
     def ok(self) -> bool:
@@ -250,4 +252,5 @@ class AuditResult:
             "violations": [v.as_json() for v in self.violations],
             "pending": list(self.pending),
             "seconds": round(self.seconds, 3),
+            "cpu_seconds": round(self.cpu_seconds, 3),
         }
