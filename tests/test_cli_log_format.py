@@ -127,7 +127,7 @@ def _operator_lines(tmp_path: Path, *options: str, env_format: str, count: int) 
 
 def test_operator_logs_text_when_told(tmp_path: Path) -> None:
     lines = _operator_lines(
-        tmp_path, "operator", "--log-format", "text", env_format="json", count=4
+        tmp_path, "operator", "--log-format", "text", env_format="json", count=8
     )
     for line in lines:
         assert TEXT_LINE.match(line), line
@@ -136,10 +136,12 @@ def test_operator_logs_text_when_told(tmp_path: Path) -> None:
 
 def test_operator_logs_json_when_told_before_the_command(tmp_path: Path) -> None:
     lines = _operator_lines(
-        tmp_path, "--log-format", "json", "operator", env_format="text", count=4
+        tmp_path, "--log-format", "json", "operator", env_format="text", count=8
     )
     records = [json.loads(line) for line in lines]
-    assert all(r["logger"].startswith("kopf") for r in records), records
+    # The operator's own CRD check comes first (its API server is unreachable here: the
+    # client's retries and eo's warning), then kopf's retries: every line in the format.
+    assert any(r["logger"].startswith("kopf") for r in records), records
     assert all({"level", "time", "message"} <= r.keys() for r in records), records
 
 

@@ -99,6 +99,12 @@ def operator_cli(args: argparse.Namespace) -> int:
         check_served_crd(kube.api_client)
     except OutdatedCrdError as exc:
         raise SystemExit(f"eo operator: {exc}") from None
+    except Exception as exc:  # the API server unreachable: kopf retries it from here on
+        logging.getLogger("eo.operator").warning(
+            "could not read the CustomResourceDefinition to check it (%s): %s",
+            type(exc).__name__,
+            " ".join(str(exc).split())[:300],
+        )
     if args.metrics_port:
         metrics.serve(args.metrics_port)
     elector = None
