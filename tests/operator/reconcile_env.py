@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -103,3 +105,13 @@ def reconcile_scene(
             Kube(api), PipelineMetrics(CollectorRegistry()), Settings(job_image="eo-job:test")
         )
         yield Scene(crd_installed, kube_namespace, dsn, reconciler)
+
+
+def stand_in(folder: Path, script: str) -> Path:
+    """A folder holding an executable ``eo``: ``script`` with ``@PYTHON@`` set to this
+    interpreter, for a driver pod whose PATH starts there (a stand-in driver, no JVM)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "eo"
+    path.write_text(script.replace("@PYTHON@", sys.executable))
+    path.chmod(0o755)
+    return folder

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 from eo_jobs.pgserver import free_port
-from tests.operator.reconcile_env import Scene
+from tests.operator.reconcile_env import Scene, stand_in
 
 pytestmark = [pytest.mark.slow]
 
@@ -38,11 +37,7 @@ while True:
 
 
 def _stand_in(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "eo"
-    script.write_text(STAND_IN.replace("@PYTHON@", sys.executable))
-    script.chmod(0o755)
-    return folder
+    return stand_in(folder, STAND_IN)
 
 
 def _apply(scene: Scene, folder: Path, port: int, **env: str) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from eo_jobs.pgserver import free_port
 from eo_operator.metrics import PipelineMetrics
 from eo_operator.reconciler import Reconciler, Settings
-from tests.operator.reconcile_env import Scene
+from tests.operator.reconcile_env import Scene, stand_in
 
 pytestmark = [pytest.mark.slow]
 
@@ -68,11 +67,7 @@ server.serve_forever()
 
 
 def _stand_in(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "eo"
-    script.write_text(STAND_IN.replace("@PYTHON@", sys.executable))
-    script.chmod(0o755)
-    return folder
+    return stand_in(folder, STAND_IN)
 
 
 def _driver(scene: Scene) -> dict[str, Any] | None:
