@@ -77,14 +77,13 @@ def _reachable(pipeline: Pipeline, dsns: dict[str, str]) -> list[str]:
 
     Returns the database users the DSNs log in as (for messages about privileges).
     """
-    import psycopg
-
+    from eo_jobs.sinks.kinds import kind_of
     from eo_jobs.sinks.postgres.binding import control_dsn
     from eo_jobs.sinks.postgres.credentials import CONTROL_ENV, env_var_for
 
     spec = pipeline.spec
     targets = [
-        (f"sink {s.name!r}", s.postgres.dsn.env or env_var_for(s.name), dsns[s.name])
+        (f"sink {s.name!r}", s.target.dsn.env or env_var_for(s.name), dsns[s.name])
         for s in spec.sinks
     ]
     if spec.control is not None:
@@ -98,17 +97,15 @@ def _reachable(pipeline: Pipeline, dsns: dict[str, str]) -> list[str]:
     users: list[str] = []
     for what, variable, dsn in targets:
         try:
-            options = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError:
+            users.append(kind_of(dsn).ping(dsn))
+        except ValueError:
             raise CliError(
-                f"{variable} (the DSN of {what}) is not a libpq connection string: write "
-                "postgresql://USER:PASSWORD@HOST:5432/DBNAME or 'host=HOST dbname=DB user=USER'",
+                f"{variable} (the DSN of {what}) is not a connection string: write "
+                "postgresql://USER:PASSWORD@HOST:5432/DBNAME, 'host=HOST dbname=DB user=USER' or "
+                "mysql://USER:PASSWORD@HOST:3306/DATABASE",
                 EXIT_DATABASE,
             ) from None
-        try:
-            with psycopg.connect(dsn, connect_timeout=options.get("connect_timeout", 10)) as conn:
-                users.append(conn.info.user)
-        except psycopg.OperationalError as exc:
+        except ConnectionError as exc:
             raise CliError(
                 f"cannot connect to the database of {what} (DSN from {variable}): "
                 f"{' '.join(str(exc).split())}; check that the server is up and the DSN's host, "
@@ -174,7 +171,7 @@ def _add_recorded_databases(bound: Any) -> None:
     each credential reference here. One it cannot resolve is named on stderr and skipped.
     """
     from eo_jobs.protocol import registry
-    from eo_jobs.protocol.xa import PreparedTransactions
+    from eo_jobs.protocol.databases import participant_store
     from eo_jobs.sinks.postgres.credentials import MissingCredentialError, resolve_dsn
     from eo_jobs.spec.models import CredentialRef
 
@@ -191,30 +188,25 @@ def _add_recorded_databases(bound: Any) -> None:
                 file=sys.stderr,
             )
             continue
-        bound.stores[old.sink] = PreparedTransactions(dsn)
+        bound.stores[old.sink] = participant_store(dsn)
         bound.dsns[old.sink] = dsn
 
 
 def _contract(pipeline: Pipeline, bound: Any) -> list[str]:
-    """The sink contract check of every sink: one line per sink or per problem."""
-    import psycopg
-
-    from eo_jobs.sinks.postgres.contract import check_contract
+    """The sink contract check of every sink (its database kind's): one line per sink or per
+    problem. Columns are not known without the source, so only the table's own rules run."""
+    from eo_jobs.sinks.kinds import kind_of
 
     two_phase = pipeline.spec.guarantee == "exactly-once"
     lines: list[str] = []
     for sink in pipeline.spec.sinks:
-        with psycopg.connect(bound.dsns[sink.name], autocommit=True) as conn:
-            problems = check_contract(
-                conn,
-                sink.postgres.table,
-                mode=sink.postgres.mode,
-                key_columns=sink.postgres.key_columns,
-                two_phase=two_phase,
-            )
+        dsn = bound.dsns[sink.name]
+        problems = kind_of(dsn).contract_problems(
+            sink.target, dsn, (), two_phase=two_phase, dead_letter_table=None
+        )
         lines.extend(f"{sink.name}: {problem}" for problem in problems)
         if not problems:
-            lines.append(f"{sink.name}: OK ({sink.postgres.table} honours the sink contract)")
+            lines.append(f"{sink.name}: OK ({sink.target.table} honours the sink contract)")
     return lines
 
 

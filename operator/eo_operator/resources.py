@@ -266,7 +266,7 @@ def driver_pod(
     if platform_assigns_uid:
         env.append({"name": pod_template.ASSIGNED_UID_ENV, "value": "true"})
     for sink in spec.sinks:
-        ref = sink.postgres.dsn.secret_key_ref
+        ref = sink.target.dsn.secret_key_ref
         if ref is not None:
             env.append(
                 {

@@ -80,7 +80,7 @@ def dsns_from_secrets(
     namespace = pipeline.metadata.namespace
     return {
         sink.name: secret_dsn(
-            kube, namespace, f"sink {sink.name}", sink.postgres.dsn, remembered=remembered
+            kube, namespace, f"sink {sink.name}", sink.target.dsn, remembered=remembered
         )
         for sink in pipeline.spec.sinks
     }

@@ -43,9 +43,12 @@ DEFAULT_SETTINGS: Mapping[str, str | None] = {
     "max-connections": "200",
     "innodb-buffer-pool-size": "64M",
     "innodb-lock-wait-timeout": "10",
+    "sync-binlog": "1",
+    "innodb-flush-log-at-trx-commit": "1",
 }
 """The binary log is on, as on a replicated production server: XA prepare and commit are then
-written to it, the case the sink must survive. ``None`` as a value means a bare flag."""
+written to it, the case the sink must survive. Both logs are flushed at every commit, as the
+sink contract requires (``sinks.mysql.contract``). ``None`` as a value means a bare flag."""
 
 
 class MariaDbSetupError(RuntimeError):

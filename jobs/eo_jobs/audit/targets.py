@@ -34,21 +34,21 @@ def target_for(
     """The audit target of ``pipeline``; ``checkpoint`` overrides the spec's location."""
     columns = batch_columns or {}
     for sink in pipeline.spec.sinks:
-        if sink.name in append_only and sink.postgres.mode != "append":
+        if sink.name in append_only and sink.target.mode != "append":
             raise NotAppendOnlyError(
-                f"sink {sink.name} is mode {sink.postgres.mode}: its count moves by new keys "
+                f"sink {sink.name} is mode {sink.target.mode}: its count moves by new keys "
                 "only, so it cannot be declared append-only"
             )
     sinks = tuple(
         SinkTarget(
             s.name,
             sink_dsns[s.name],
-            s.postgres.table,
+            s.target.table,
             append_only=s.name in append_only,
-            batch_column=s.postgres.audit_column or columns.get(s.name),
-            batch_column_by_eo=s.postgres.audit_column is not None,
-            sum_columns=tuple(s.postgres.sum_columns),
-            accumulates=s.postgres.mode == "accumulate",
+            batch_column=s.target.audit_column or columns.get(s.name),
+            batch_column_by_eo=s.target.audit_column is not None,
+            sum_columns=tuple(s.target.sum_columns),
+            accumulates=s.target.mode == "accumulate",
         )
         for s in pipeline.spec.sinks
     )

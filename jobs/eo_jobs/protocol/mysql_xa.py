@@ -80,6 +80,18 @@ MARKERS_DDL = f"""CREATE TABLE IF NOT EXISTS `{MARKERS_TABLE}` (
     created_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     KEY eo_markers_pipeline_batch (pipeline, batch_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+IDENTITY_DDL = """CREATE TABLE IF NOT EXISTS `eo_database_identity` (
+    singleton TINYINT NOT NULL PRIMARY KEY DEFAULT 1 CHECK (singleton = 1),
+    id CHAR(36) CHARACTER SET ascii NOT NULL
+) ENGINE=InnoDB"""
+"""This database's stable random identity (``registry``; MySQL has no schema ``eo``)."""
+DECIDED_BY_DDL = """CREATE TABLE IF NOT EXISTS `eo_decided_by` (
+    pipeline VARCHAR(512) NOT NULL PRIMARY KEY,
+    control_database CHAR(36) CHARACTER SET ascii NOT NULL,
+    control_label VARCHAR(512) NOT NULL,
+    recorded_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+"""Which control database decides each pipeline with participants here (``registry``)."""
 MARKER_SQL = (
     "INSERT INTO `eo_markers` (gid, pipeline, batch_id, rows_written) VALUES (%s, %s, %s, %s)"
 )
@@ -307,8 +319,28 @@ class MySqlPreparedTransactions(ParticipantStore):
         return xid_of(gid, self.target.database)
 
     def ensure_schema(self) -> None:
-        """Create ``eo_markers`` if missing (DDL: never inside an XA branch)."""
-        self.query(MARKERS_DDL)
+        """Create ``eo_markers``, ``eo_database_identity`` and ``eo_decided_by`` if missing
+        (DDL: never inside an XA branch)."""
+        for ddl in (MARKERS_DDL, IDENTITY_DDL, DECIDED_BY_DDL):
+            self.query(ddl)
+
+    def identity(self) -> str:
+        """``eo_database_identity``'s id, created on first use (``registry``)."""
+        self.query("INSERT IGNORE INTO `eo_database_identity` (id) VALUES (UUID())")
+        return str(self.query("SELECT id FROM `eo_database_identity`")[0][0])
+
+    def decided_by(self, pipeline: str, control_id: str, control_label: str) -> tuple[str, str]:
+        """``eo_decided_by``'s row of ``pipeline``, recorded when absent (``registry``)."""
+        self.query(
+            "INSERT IGNORE INTO `eo_decided_by` (pipeline, control_database, control_label)"
+            " VALUES (%s, %s, %s)",
+            (pipeline, control_id, control_label),
+        )
+        row = self.query(
+            "SELECT control_database, control_label FROM `eo_decided_by` WHERE pipeline = %s",
+            (pipeline,),
+        )[0]
+        return str(row[0]), str(row[1])
 
     def recovered(self) -> list[Xid]:
         """``XA RECOVER``: every prepared branch of the whole server."""

@@ -117,6 +117,16 @@ class ParticipantStore(ABC):
         """``host:port/database`` for messages (no user, no password)."""
 
     @abstractmethod
+    def identity(self) -> str:
+        """This database's stable random identity, created on first use (``registry``): a
+        DSN can change (a new host name, a proxy) while the database stays the same."""
+
+    @abstractmethod
+    def decided_by(self, pipeline: str, control_id: str, control_label: str) -> tuple[str, str]:
+        """``(control identity, label)`` this database records as the decider of ``pipeline``;
+        when it records none yet, ``(control_id, control_label)`` is recorded and returned."""
+
+    @abstractmethod
     def close(self) -> None:
         """Close the store's connection (idempotent)."""
 

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 
 from eo_jobs.protocol.connection import LazyConnection
+from eo_jobs.protocol.participants import ParticipantStore
 
 
 class ControlMovedError(RuntimeError):
@@ -55,45 +56,53 @@ def label(dsn: str) -> str:
 
 def claim(
     control: LazyConnection,
-    participants: Mapping[str, tuple[LazyConnection, Mapping[str, Any]]],
+    participants: Mapping[str, tuple[ParticipantStore, Mapping[str, Any]]],
     pipeline: str,
 ) -> None:
     """Record ``control`` as the decider of ``pipeline`` in every participant database.
 
-    ``participants`` maps a sink name to its database connection and its credential reference.
-    Raises ``ControlMovedError`` when a database already names another control database.
+    ``participants`` maps a sink name to its database's store (any kind: each records the
+    decider in its own tables) and its credential reference. Raises ``ControlMovedError`` when
+    a database already names another control database.
     """
     control_conn = control.connection()
     control_id = database_id(control_conn)
     control_label = label(control.dsn)
     for sink, (store, dsn_ref) in participants.items():
-        conn = store.connection()
-        store_id = database_id(conn)
-        row = conn.execute(
-            "SELECT control_database::text, control_label FROM eo.decided_by WHERE pipeline = %s",
-            (pipeline,),
-        ).fetchone()
-        if row is not None and row[0] != control_id:
+        store_id = store.identity()
+        decider, decider_label = store.decided_by(pipeline, control_id, control_label)
+        if decider != control_id:
             raise ControlMovedError(
-                f"sink {sink} ({label(store.dsn)}) holds participants of {pipeline} decided by "
-                f"the control database {row[1]}, but this spec's control database is "
+                f"sink {sink} ({store.label()}) holds participants of {pipeline} decided by "
+                f"the control database {decider_label}, but this spec's control database is "
                 f"{control_label}: its decision log would be forgotten and decided batches "
                 "written again. Put the spec back (spec.control, or the first sink), or run "
                 "`eo recover` with the old spec first and then `eo forget-query` to start over."
-            )
-        if row is None:
-            conn.execute(
-                """INSERT INTO eo.decided_by (pipeline, control_database, control_label)
-                   VALUES (%s, %s, %s) ON CONFLICT (pipeline) DO NOTHING""",
-                (pipeline, control_id, control_label),
             )
         control_conn.execute(
             """INSERT INTO eo.participant_databases (pipeline, database, sink, label, dsn_ref)
                VALUES (%s, %s, %s, %s, %s)
                ON CONFLICT (pipeline, database, sink)
                DO UPDATE SET dsn_ref = EXCLUDED.dsn_ref, label = EXCLUDED.label""",
-            (pipeline, store_id, sink, label(store.dsn), json.dumps(dict(dsn_ref))),
+            (pipeline, store_id, sink, store.label(), json.dumps(dict(dsn_ref))),
         )
+
+
+def decided_by(
+    conn: psycopg.Connection[Any], pipeline: str, control_id: str, control_label: str
+) -> tuple[str, str]:
+    """``ParticipantStore.decided_by`` of a PostgreSQL database (schema ``eo`` exists)."""
+    conn.execute(
+        """INSERT INTO eo.decided_by (pipeline, control_database, control_label)
+           VALUES (%s, %s, %s) ON CONFLICT (pipeline) DO NOTHING""",
+        (pipeline, control_id, control_label),
+    )
+    row = conn.execute(
+        "SELECT control_database::text, control_label FROM eo.decided_by WHERE pipeline = %s",
+        (pipeline,),
+    ).fetchone()
+    assert row is not None
+    return str(row[0]), str(row[1])
 
 
 def recorded(control: LazyConnection, pipeline: str) -> list[ParticipantDatabase]:

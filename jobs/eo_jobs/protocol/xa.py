@@ -29,7 +29,7 @@ from eo_jobs.protocol.participants import (
     ParticipantStore,
     horizon_gid,
 )
-from eo_jobs.protocol.registry import label
+from eo_jobs.protocol.registry import database_id, decided_by, label
 from eo_jobs.protocol.retention import prune_below
 
 __all__ = [
@@ -91,6 +91,14 @@ class PreparedTransactions(LazyConnection, ParticipantStore):
     def label(self) -> str:
         """``host:port/dbname`` of the DSN."""
         return label(self.dsn)
+
+    def identity(self) -> str:
+        """``eo.database_identity``'s id (``registry``)."""
+        return self.run(database_id)
+
+    def decided_by(self, pipeline: str, control_id: str, control_label: str) -> tuple[str, str]:
+        """``eo.decided_by``'s row of ``pipeline`` (``registry``)."""
+        return self.run(lambda conn: decided_by(conn, pipeline, control_id, control_label))
 
     def marker_visible(self, gid: str) -> bool:
         row = self.run(

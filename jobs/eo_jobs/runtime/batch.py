@@ -40,8 +40,10 @@ from eo_jobs.runtime.reread import ReadPolicy, Reread, is_malformed
 from eo_jobs.runtime.sink_query import SinkQuery
 from eo_jobs.runtime.source import ERROR, RAW
 from eo_jobs.runtime.task import WriterTask
+from eo_jobs.sinks.kinds import kind_of
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
-from eo_jobs.sinks.postgres.writer import PostgresWriter, storable_text
+from eo_jobs.sinks.postgres.writer import storable_text
+from eo_jobs.sinks.table_writer import TableWriter
 from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, PipelineSpec, SinkSpec
 
 log = logging.getLogger("eo.batch")
@@ -68,8 +70,8 @@ class BatchContext:
     pipeline: str
     epoch: int
     coordinator: Coordinator
-    writers: dict[str, PostgresWriter]
-    dead_letters: PostgresWriter
+    writers: dict[str, TableWriter]
+    dead_letters: TableWriter
     checkpoint: CheckpointLog
     on_batch: Callable[[BatchResult, float], None] = lambda _r, _s: None
     on_failure: Callable[[BaseException], None] = lambda _e: None
@@ -92,7 +94,7 @@ class ForeachBatch:
         self.one_pass = OnePass(self.transform.sql, self.keys, self.adds)
         self._jobs: dict[WriterTask, ArrowWriteJob] = {}
         self._jvm: dict[str, JvmWriter | None] = {}
-        self.summing = any(s.postgres.sum_columns for s in ctx.spec.sinks)
+        self.summing = any(s.target.sum_columns for s in ctx.spec.sinks)
         self.phase_two = PhaseTwo()
         self.read_policy = ReadPolicy()
 
@@ -248,11 +250,11 @@ class ForeachBatch:
         """The key and add columns a pipeline output row may not hold NULL in: those of the
         sinks that write the pipeline's output as is (a sink with its own query checks its
         own rows, ``SinkQuery``)."""
-        plain = [s.postgres for s in self.ctx.spec.sinks if s.name not in self.queries]
+        plain = [s.target for s in self.ctx.spec.sinks if s.name not in self.queries]
         keys = {k for p in plain if p.mode != "append" for k in p.key_columns}
         return keys, frozenset(c for p in plain for c in p.add_columns)
 
-    def _letters_of(self, index: int, sink: SinkSpec) -> PostgresWriter | None:
+    def _letters_of(self, index: int, sink: SinkSpec) -> TableWriter | None:
         """Who writes dead letters in this sink's tasks: the first sink the pipeline's, a sink
         with its own query the rows of it that it cannot store (into the dead-letter table of
         its own database); other sinks' tasks drop the dead-letter rows they see."""
@@ -261,7 +263,8 @@ class ForeachBatch:
             return ctx.dead_letters
         if sink.name not in self.queries:
             return None
-        return replace(ctx.dead_letters, dsn=ctx.writers[sink.name].dsn)
+        dsn = ctx.writers[sink.name].dsn
+        return kind_of(dsn).dead_letter_writer(dsn, ctx.dead_letters.table)
 
     def _one_pass(self, staged: DataFrame, query_id: str, batch_id: int) -> Written:
         """Every record in one Spark job per sink; the first sink's tasks write dead letters."""
@@ -282,11 +285,11 @@ class ForeachBatch:
         sink: SinkSpec,
         query_id: str,
         batch_id: int,
-        dead_letters: PostgresWriter | None = None,
+        dead_letters: TableWriter | None = None,
     ) -> None:
         """Write one sink's rows into ``written``, with the sums of its sum columns when it
         declares any (None when its tasks stored fewer rows than were summed: refusals)."""
-        summed = batch_sums(rows, sink) if sink.postgres.sum_columns else None
+        summed = batch_sums(rows, sink) if sink.target.sum_columns else None
         stored = 0
         for s, gid, count, dl in self._write_sink(
             rows, sink.name, query_id, batch_id, dead_letters
@@ -335,11 +338,11 @@ class ForeachBatch:
         sink: str,
         query_id: str,
         batch_id: int,
-        dead_letters: PostgresWriter | None = None,
+        dead_letters: TableWriter | None = None,
     ) -> list[tuple[str, str, int, int]]:
         ctx = self.ctx
         writer = ctx.writers[sink]
-        spec = next(s for s in ctx.spec.sinks if s.name == sink).postgres
+        spec = next(s for s in ctx.spec.sinks if s.name == sink).target
         if spec.audit_column is not None:
             frame = frame.withColumn(spec.audit_column, F.lit(batch_id).cast("bigint"))
         present = frame.columns
@@ -383,7 +386,7 @@ class ForeachBatch:
                 job = self._jobs[template] = ArrowWriteJob(arrow_task_writer(template))
             return job.run(frame, wanted, batch_id)
 
-    def _jvm_writer(self, sink: str, writer: PostgresWriter) -> JvmWriter | None:
+    def _jvm_writer(self, sink: str, writer: TableWriter) -> JvmWriter | None:
         """The sink's JVM writer, chosen at its first batch (event ``writer``), or None."""
         if sink not in self._jvm:
             chosen = JvmWriter.choose(writer, self.ctx.jvm_ready)

@@ -36,7 +36,7 @@ def sum_column_problems(sink: SinkSpec, schema: Sequence[tuple[str, str]]) -> li
     (``schema``: its columns' names and Spark types, as ``simpleString``)."""
     types = dict(schema)
     problems = []
-    for name in sink.postgres.sum_columns:
+    for name in sink.target.sum_columns:
         spark_type = types.get(name)
         if spark_type is None:
             problems.append(
@@ -61,11 +61,11 @@ def _summed(name: str, field: T.StructField, live: Column) -> Column:
 def batch_sums(frame: DataFrame, sink: SinkSpec) -> tuple[dict[str, str], int]:
     """(column -> exact sum as decimal text, rows or keys a complete write stores) of
     ``frame``, the rows this sink's writer tasks get; one Spark job."""
-    columns = sink.postgres.sum_columns
+    columns = sink.target.sum_columns
     live = F.col(DL_RAW).isNull() if DL_RAW in frame.columns else F.lit(True)
     fields = {f.name: f for f in frame.schema.fields}
-    if sink.postgres.mode == "accumulate":
-        keys = [F.col(k) for k in sink.postgres.key_columns]
+    if sink.target.mode == "accumulate":
+        keys = [F.col(k) for k in sink.target.key_columns]
         counted = F.count_distinct(F.when(live, F.struct(*keys))).alias(_COUNT)
     else:
         counted = F.count(F.when(live, F.lit(1))).alias(_COUNT)

@@ -50,6 +50,7 @@ from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres.arrow_copy import COLUMN_TYPES_SQL, DL_RAW, DL_REASON, column_types
 from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_DDL
 from eo_jobs.sinks.postgres.writer import SESSION_SQL, PostgresWriter, table_identifier
+from eo_jobs.sinks.table_writer import TableWriter
 
 ENTRY = "dev.eo.writer.PreparedCopy"
 UNFIT = "unfit\t"
@@ -183,11 +184,13 @@ class JvmWriter:
     _refused: set[str] = field(default_factory=set, init=False)
 
     @classmethod
-    def choose(cls, writer: PostgresWriter, jvm_ready: str | None) -> JvmWriter | str:
+    def choose(cls, writer: TableWriter, jvm_ready: str | None) -> JvmWriter | str:
         """The JVM writer for ``writer``'s sink, or why the sink keeps the Python writer.
 
         ``jvm_ready`` is None when the writer's jar is on Spark's class path, else why not.
         """
+        if not isinstance(writer, PostgresWriter):
+            return f"the JVM writer writes PostgreSQL only; {type(writer).__name__} is Python's"
         if jvm_ready is not None:
             return jvm_ready
         target = jdbc_target(writer.dsn)
@@ -220,6 +223,7 @@ class JvmWriter:
     def _spec(self, task: WriterTask, columns: list[str]) -> dict[str, Any]:
         """The batch's spec: the sink's part (composed once) and the batch's own."""
         dead = task.dead_letters
+        assert dead is None or isinstance(dead, PostgresWriter)
         gid = task.gid(0, 0)
         return {
             **self._sink_spec,
@@ -245,6 +249,7 @@ class JvmWriter:
         letters = task.refused_letters()
         if letters is None:
             return {"refusedSql": None, "refusedTable": None, "refusedCreateSql": None}
+        assert isinstance(letters, PostgresWriter)
         table = table_identifier(letters.table)
         return {
             "refusedSql": letters.copy_statement(table).as_string(),

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import yaml
 
 from eo_jobs import logs
@@ -38,7 +37,7 @@ from eo_jobs.protocol.errors import (
 )
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.runtime import checkpoint_fence
-from eo_jobs.runtime.batch import DEAD_LETTER_COLUMNS, BatchContext, ForeachBatch
+from eo_jobs.runtime.batch import BatchContext, ForeachBatch
 from eo_jobs.runtime.batch_sums import sum_column_problems
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.commit_log import spark_committed
@@ -47,10 +46,9 @@ from eo_jobs.runtime.jvm_writer import jvm_ready
 from eo_jobs.runtime.metrics import DriverMetrics
 from eo_jobs.runtime.phase_two import PhaseTwoError
 from eo_jobs.runtime.stragglers import IdleReaper
+from eo_jobs.sinks.kinds import kind_of
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
-from eo_jobs.sinks.postgres.column_types import column_type_problems
-from eo_jobs.sinks.postgres.contract import check_contract
-from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
+from eo_jobs.sinks.table_writer import TableWriter
 from eo_jobs.spec import Pipeline, kafka, load_pipeline, parse_pipeline
 from eo_jobs.spec.models import DEAD_LETTER_SINK, Guarantee, SinkSpec
 
@@ -85,9 +83,9 @@ def wait_for_sinks(dsns: dict[str, str], budget: float) -> None:
     for name, dsn in dsns.items():
         while True:
             try:
-                psycopg.connect(dsn, connect_timeout=5).close()
+                kind_of(dsn).ping(dsn)
                 break
-            except psycopg.OperationalError as exc:
+            except ConnectionError as exc:
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
                 if time.monotonic() + delay > deadline:
                     raise StartupError(
@@ -141,67 +139,17 @@ def output_schemas(spark: Any, pipeline: Pipeline) -> dict[str, Schema]:
     }
 
 
-DEAD_LETTER_DDL = (
-    "CREATE TABLE IF NOT EXISTS {} (pipeline text NOT NULL, batch_id bigint NOT NULL, "
-    "raw text, reason text NOT NULL, recorded_at timestamptz NOT NULL DEFAULT now())"
-)
-
-
-def dead_letter_problems(conn: psycopg.Connection[Any], table: str) -> list[str]:
-    """Why this connection's role cannot use the dead-letter table (empty: it can).
-
-    eo owns that table and creates it on first use: a role needs INSERT on it when it exists,
-    and CREATE on its schema only when it does not. Each problem names the statements to run.
-    """
-    ident = table_identifier(table)
-    name = ident.as_string(conn)
-    schema = psycopg.sql.Identifier(table.partition(".")[0]).as_string(conn)
-    row = conn.execute(
-        """SELECT current_user, to_regclass(%(t)s) IS NOT NULL,
-                  CASE WHEN to_regclass(%(t)s) IS NOT NULL
-                       THEN has_table_privilege(to_regclass(%(t)s), 'INSERT') END,
-                  CASE WHEN to_regnamespace(%(s)s) IS NOT NULL
-                       THEN has_schema_privilege(to_regnamespace(%(s)s), 'CREATE') END""",
-        {"t": name, "s": schema},
-    ).fetchone()
-    assert row is not None
-    user, exists, can_insert, can_create = str(row[0]), bool(row[1]), row[2], row[3]
-    grant = f"GRANT INSERT ON {name} TO {psycopg.sql.Identifier(user).as_string(conn)}"
-    if exists:
-        return [] if can_insert else [f"dead-letter table {table}: no INSERT; run {grant}"]
-    if can_create:
-        return []
-    create = psycopg.sql.SQL(DEAD_LETTER_DDL.replace("IF NOT EXISTS ", "")).format(ident)
-    return [
-        f"dead-letter table {table} does not exist and {user} may not create it (no CREATE on "
-        f"schema {schema}); as an administrator run: {create.as_string(conn)}; {grant}"
-    ]
-
-
-def ensure_dead_letter_table(dsn: str, table: str) -> None:
-    """Create the dead-letter table if missing (eo owns it; data tables are the user's).
-
-    ``CREATE TABLE IF NOT EXISTS`` checks CREATE on the schema before existence, so it runs
-    only when the table is missing: a role with INSERT on an existing table starts without
-    CREATE (docs/protocol.md, "Privileges"; ``check_sinks`` refused a role that can do neither).
-    """
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        name = table_identifier(table).as_string(conn)
-        if conn.execute("SELECT to_regclass(%s)", (name,)).fetchone() == (None,):
-            conn.execute(psycopg.sql.SQL(DEAD_LETTER_DDL).format(table_identifier(table)))
-
-
 def written_schema(sink: SinkSpec, schema: Schema) -> Schema:
     """The columns eo writes into the sink: the rows' own, then the ``auditColumn`` it fills
     with the batch id (a Spark literal added to the sink's rows, so both writers write it as
     they write any bigint column)."""
-    column = sink.postgres.audit_column
+    column = sink.target.audit_column
     return schema if column is None else [*schema, (column, "bigint")]
 
 
 def _audit_column_problems(index: int, sink: SinkSpec, columns: list[str]) -> list[str]:
     """eo fills the audit column itself: the rows may not bring a column of that name."""
-    column = sink.postgres.audit_column
+    column = sink.target.audit_column
     if column is None or column not in columns:
         return []
     where = f"spec.sinks[{index}].transform.sql" if sink.transform else "spec.transform.sql"
@@ -214,28 +162,38 @@ def _audit_column_problems(index: int, sink: SinkSpec, columns: list[str]) -> li
 
 def writers_for(
     pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Schema]
-) -> dict[str, PostgresWriter]:
-    """One picklable writer per sink, of the columns eo writes into it."""
+) -> dict[str, TableWriter]:
+    """One picklable writer per sink (of its database's kind), of the columns eo writes."""
     return {
-        s.name: PostgresWriter(
-            dsn=dsns[s.name],
-            table=s.postgres.table,
-            columns=tuple(name for name, _ in written_schema(s, schemas[s.name])),
-            mode=s.postgres.mode,
-            key_columns=tuple(s.postgres.key_columns),
-            version_column=s.postgres.version_column,
-            add_columns=tuple(s.postgres.add_columns),
+        s.name: kind_of(dsns[s.name]).writer(
+            s.target,
+            dsns[s.name],
+            tuple(name for name, _ in written_schema(s, schemas[s.name])),
         )
         for s in pipeline.spec.sinks
     }
 
 
+def _kind_problems(index: int, sink: SinkSpec, dsn: str) -> list[str]:
+    """A sink's spec field must match its DSN's database kind (``mysql`` needs mysql://)."""
+    kind = kind_of(dsn).name
+    expected = "mysql" if sink.kind == "mysql" else "postgresql"
+    if kind == expected:
+        return []
+    return [
+        f"[database-kind] spec.sinks[{index}].{sink.kind} names a {expected} table, but its "
+        f"dsn is a {kind} connection string; use a "
+        + ("mysql://user:password@host:3306/database" if expected == "mysql" else "postgresql://")
+        + f" DSN, or declare the sink as {'mysql' if kind == 'mysql' else 'postgres'}"
+    ]
+
+
 def _accumulate_problems(index: int, sink: SinkSpec, columns: list[str]) -> list[str]:
     """An accumulate sink's rows must hold its key and add columns, and nothing else."""
-    postgres = sink.postgres
-    if postgres.mode != "accumulate":
+    target = sink.target
+    if target.mode != "accumulate":
         return []
-    named = [*postgres.key_columns, *postgres.add_columns]
+    named = [*target.key_columns, *target.add_columns]
     missing = [c for c in named if c not in columns]
     extra = [c for c in columns if c not in named]
     where = (
@@ -261,31 +219,26 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Sch
     for index, sink in enumerate(pipeline.spec.sinks):
         schema = schemas[sink.name]
         columns = [name for name, _ in schema]
-        written = written_schema(sink, schema)
-        with psycopg.connect(dsns[sink.name], autocommit=True) as conn:
-            for problem in [
+        dsn = dsns[sink.name]
+        found = _kind_problems(index, sink, dsn)
+        if not found:
+            found = [
                 *_accumulate_problems(index, sink, columns),
                 *_audit_column_problems(index, sink, columns),
                 *sum_column_problems(sink, schema),
-                *check_contract(
-                    conn,
-                    sink.postgres.table,
-                    columns=[name for name, _ in written],
-                    mode=sink.postgres.mode,
-                    key_columns=sink.postgres.key_columns,
+                *kind_of(dsn).contract_problems(
+                    sink.target,
+                    dsn,
+                    written_schema(sink, schema),
                     two_phase=two_phase,
-                    add_columns=sink.postgres.add_columns,
-                    sum_columns=sink.postgres.sum_columns,
-                    audit_column=sink.postgres.audit_column,
+                    dead_letter_table=(
+                        pipeline.spec.dead_letter_table()
+                        if index == 0 or sink.transform is not None
+                        else None
+                    ),
                 ),
-                *column_type_problems(conn, sink.postgres.table, written),
-                *(
-                    dead_letter_problems(conn, pipeline.spec.dead_letter_table())
-                    if index == 0 or sink.transform is not None
-                    else []
-                ),
-            ]:
-                problems.append(f"sink {sink.name}: {problem}")
+            ]
+        problems.extend(f"sink {sink.name}: {problem}" for problem in found)
     if problems:
         raise StartupError(
             f"refusing to start in {pipeline.spec.guarantee} mode:\n  " + "\n  ".join(problems),
@@ -405,7 +358,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     dead_letter_table = spec.dead_letter_table()
     for index, sink in enumerate(spec.sinks):
         if index == 0 or sink.transform is not None:
-            ensure_dead_letter_table(dsns[sink.name], dead_letter_table)
+            kind_of(dsns[sink.name]).ensure_dead_letter_table(dsns[sink.name], dead_letter_table)
 
     checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     bound, coordinator = start_protocol(pipeline, epoch, dsns, spark_committed(checkpoint, spark))
@@ -425,9 +378,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         epoch=epoch,
         coordinator=coordinator,
         writers=writers_for(pipeline, dsns, schemas),
-        dead_letters=PostgresWriter(
-            dsn=first_dsn, table=dead_letter_table, columns=DEAD_LETTER_COLUMNS
-        ),
+        dead_letters=kind_of(first_dsn).dead_letter_writer(first_dsn, dead_letter_table),
         checkpoint=checkpoint,
         on_batch=progress.batch,
         on_failure=progress.failed,

@@ -38,12 +38,12 @@ class SinkQuery:
         """The sink's query, or None when it writes the pipeline's output as is."""
         if sink.transform is None:
             return None
-        keyed = sink.postgres.mode != "append"
+        keyed = sink.target.mode != "append"
         return cls(
             sink.name,
             sink.transform.sql,
-            frozenset(sink.postgres.key_columns if keyed else ()),
-            frozenset(sink.postgres.add_columns),
+            frozenset(sink.target.key_columns if keyed else ()),
+            frozenset(sink.target.add_columns),
         )
 
     def frame(self, pipeline_frame: DataFrame, carry_dead_letters: bool) -> DataFrame:

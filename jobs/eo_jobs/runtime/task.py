@@ -7,7 +7,8 @@ attempt that may still be prepared (its marker insert then waits on the old one'
 unique id cannot collide. The transaction is prepared under the gid in exactly-once mode and
 committed otherwise. The first sink's tasks also write the batch's dead letters (same database,
 same transaction); other sinks' tasks drop them. Every sink's tasks write the records its own
-table refuses as dead letters in their own transaction (``sinks.postgres.refusals``).
+table refuses as dead letters in their own transaction. How a transaction is written is the
+sink database kind's (``sinks.kinds``: COPY for PostgreSQL, an XA branch for MySQL).
 """
 
 from __future__ import annotations
@@ -20,17 +21,16 @@ from pyspark import TaskContext
 
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid
-from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, Refused, arrow_body
+from eo_jobs.sinks.kinds import kind_of
 from eo_jobs.sinks.postgres.kept import KEPT_MEMORY_BYTES
-from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS
-from eo_jobs.sinks.postgres.writer import PostgresWriter
+from eo_jobs.sinks.table_writer import TableWriter
 
 
 @dataclass(frozen=True)
 class WriterTask:
     """Picklable description of one sink's writer tasks for one batch."""
 
-    writer: PostgresWriter
+    writer: TableWriter
     pipeline: str
     query_id: str
     sink: str
@@ -38,22 +38,19 @@ class WriterTask:
     batch_id: int
     two_phase: bool
     driver_pid: int
-    dead_letters: PostgresWriter | None = None
+    dead_letters: TableWriter | None = None
     refused_table: str | None = None
-    """The dead-letter table (``schema.table``, in this sink's database) that records the
-    table refuses go to (``sinks.postgres.refusals``); None: such a record fails the task,
-    naming the batch (``onRefusedRecord: fail``)."""
+    """The dead-letter table (in this sink's database) that records the table refuses go to;
+    None: such a record fails the task, naming the batch (``onRefusedRecord: fail``)."""
     kept_memory_bytes: int = KEPT_MEMORY_BYTES
     """How much of a task's rows either writer keeps in memory for refused records; the rest
     spills to a temporary file (``sinks.postgres.kept``)."""
 
-    def refused_letters(self) -> PostgresWriter | None:
+    def refused_letters(self) -> TableWriter | None:
         """The writer of this sink's refused records, None when they fail the task."""
         if self.refused_table is None:
             return None
-        return PostgresWriter(
-            dsn=self.writer.dsn, table=self.refused_table, columns=DEAD_LETTER_COLUMNS
-        )
+        return kind_of(self.writer.dsn).dead_letter_writer(self.writer.dsn, self.refused_table)
 
     def gid(self, partition: int, attempt_id: int) -> str:
         """The gid of the attempt ``attempt_id`` of writer task ``partition``."""
@@ -76,23 +73,7 @@ class WriterTask:
             raise RuntimeError("a writer task runs inside a Spark task")
         partition = context.partitionId()
         gid = self.gid(partition, context.taskAttemptId())
-        dead = (
-            None
-            if self.dead_letters is None
-            else DeadLetters(self.dead_letters, self.pipeline, self.batch_id)
-        )
-        letters = self.refused_letters()
-        refused = Refused(
-            self.batch_id,
-            None if letters is None else DeadLetters(letters, self.pipeline, self.batch_id),
-            self.kept_memory_bytes,
-        )
-        count = self.writer.write_with(
-            arrow_body(self.writer, batches, dead, refused),
-            gid=gid if self.two_phase else None,
-            pipeline=self.pipeline,
-            batch_id=self.batch_id,
-        )
+        count, dead_count = kind_of(self.writer.dsn).run_task(self, batches, gid)
         if partition == 0:
             crash_point(
                 "after-some-prepared",
@@ -100,7 +81,4 @@ class WriterTask:
                 pid=self.driver_pid,
                 first_attempt=context.attemptNumber() == 0,
             )
-        dead_count = (len(dead.rows) if dead else 0) + len(
-            refused.letters.rows if refused.letters else []
-        )
         return (self.sink, gid, count, dead_count)

@@ -71,7 +71,7 @@ def kubernetes_problems(pipeline: Pipeline) -> list[SpecProblem]:
 def credential_refs(spec: PipelineSpec) -> Iterator[tuple[str, CredentialRef]]:
     """Every credential reference of the spec with its field path."""
     for i, sink in enumerate(spec.sinks):
-        yield f"spec.sinks[{i}].postgres.dsn", sink.postgres.dsn
+        yield f"spec.sinks[{i}].{sink.kind}.dsn", sink.target.dsn
     if spec.control is not None:
         yield "spec.control.dsn", spec.control.dsn
     if spec.source.kafka is not None:

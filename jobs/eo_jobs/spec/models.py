@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
@@ -443,6 +443,85 @@ class PostgresSink(Model):
         return self
 
 
+class MySqlSink(Model):
+    """A MySQL or MariaDB (InnoDB) table written with XA branches under the same fenced decision.
+
+    The same shape as ``postgres`` for what both databases do alike; running totals
+    (``accumulate``), ``sumColumns`` and ``auditColumn`` are PostgreSQL-only for now, so they
+    are not fields here (the properties below answer "none" to the code that reads any sink).
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "self.mode != 'upsert' || (has(self.keyColumns) && size(self.keyColumns) > 0)",
+                "mode upsert needs keyColumns (the columns of the table's primary or unique key)",
+                ".keyColumns",
+            ),
+            (
+                "self.mode == 'upsert' || !has(self.versionColumn)",
+                "versionColumn only applies to mode upsert",
+                ".versionColumn",
+            ),
+        )
+    )
+
+    dsn: CredentialRef
+    """mysql://user:password@host:3306/database (mariadb:// too) of the target database, by
+    reference."""
+    table: TableName
+    """Target table as database.table; it must exist and be InnoDB (``eo check-sinks`` says
+    why and how otherwise)."""
+    mode: Literal["append", "upsert"] = "append"
+    """append inserts every record; upsert inserts or updates by keyColumns (see
+    versionColumn), with INSERT ... ON DUPLICATE KEY UPDATE."""
+    key_columns: list[ColumnName] = Field(default_factory=list, max_length=16)
+    """Columns of the table's primary or unique key; required for mode upsert."""
+    version_column: ColumnName | None = None
+    """Upsert only: among rows with the same key the one with the highest value wins; NULL is
+    older than any value, and among equal versions the later row wins (as for postgres)."""
+    writer_partitions: Annotated[int, Field(ge=1, le=256)] = 2
+    """Writer tasks (and so prepared XA branches) per batch for this sink."""
+    on_refused_record: Literal["deadLetter", "fail"] = "deadLetter"
+    """A record the table refuses (NOT NULL, a value too long or out of range in strict mode,
+    a bad date, CHECK, duplicate or foreign key): deadLetter stores it in the dead-letter table
+    of the sink's database with the server's error code and message; fail stops the pipeline
+    naming the batch."""
+
+    @property
+    def add_columns(self) -> list[str]:
+        """Mode accumulate is PostgreSQL-only: none."""
+        return []
+
+    @property
+    def sum_columns(self) -> list[str]:
+        """sumColumns is PostgreSQL-only: none."""
+        return []
+
+    @property
+    def audit_column(self) -> str | None:
+        """auditColumn is PostgreSQL-only: none."""
+        return None
+
+    @model_validator(mode="after")
+    def _upsert_needs_keys(self) -> MySqlSink:
+        if self.mode == "upsert" and not self.key_columns:
+            raise FieldError(
+                "keyColumns",
+                "mode upsert needs keyColumns: list the columns of the table's primary or "
+                "unique key, e.g. keyColumns: [order_id]",
+            )
+        if self.mode != "upsert" and self.version_column is not None:
+            raise FieldError("versionColumn", "versionColumn only applies to mode upsert")
+        return self
+
+
+TableSink: TypeAlias = PostgresSink | MySqlSink
+"""What every sink kind has alike (dsn, table, mode, keys, partitions, refusals)."""
+SINK_MODE = "(has(s.postgres) ? s.postgres.mode : s.mysql.mode)"
+"""CEL: the mode of sink ``s``, whichever kind it is."""
+
+
 class ControlDatabase(Model):
     """The database that holds the pipeline's fence and decision log: its commit point."""
 
@@ -466,19 +545,49 @@ class SinkSpec(Model):
                 f"sink name {DEAD_LETTER_SINK} is reserved for the dead-letter table; "
                 "choose another name",
                 ".name",
-            )
+            ),
+            (
+                "has(self.postgres) != has(self.mysql)",
+                "set exactly one of postgres (a PostgreSQL table) or mysql (a MySQL or MariaDB "
+                "table)",
+                ".postgres",
+            ),
         )
     )
 
     name: Annotated[str, StringConstraints(pattern=SINK_NAME_PATTERN, max_length=32)]
     """Short DNS-style name, unique in the pipeline (used in transaction ids and metrics)."""
-    postgres: PostgresSink
-    """A PostgreSQL table."""
+    postgres: PostgresSink | None = None
+    """A PostgreSQL table (set exactly one of postgres and mysql)."""
+    mysql: MySqlSink | None = None
+    """A MySQL or MariaDB table (set exactly one of postgres and mysql)."""
     transform: Transform | None = None
     """This sink's own Spark SQL query over the view ``source``, which here holds the
     pipeline's output rows (after spec.transform, if set), e.g. a per-key aggregate for a
     mode accumulate sink beside a sink of the rows themselves. Every sink still shows batch N
     together or not at all; without it the sink gets the pipeline's output as is."""
+
+    @property
+    def target(self) -> TableSink:
+        """The sink's table, whichever database kind holds it."""
+        target = self.postgres if self.postgres is not None else self.mysql
+        assert target is not None, "validated: exactly one of postgres and mysql"
+        return target
+
+    @property
+    def kind(self) -> Literal["postgres", "mysql"]:
+        """The spec's field name of the sink's kind (also its place in field paths)."""
+        return "postgres" if self.postgres is not None else "mysql"
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SinkSpec:
+        if (self.postgres is None) == (self.mysql is None):
+            raise FieldError(
+                "postgres",
+                "set exactly one of postgres (a PostgreSQL table) or mysql (a MySQL or "
+                "MariaDB table)",
+            )
+        return self
 
     @model_validator(mode="after")
     def _not_reserved(self) -> SinkSpec:
@@ -807,20 +916,21 @@ class PipelineSpec(Model):
                 ".sinks",
             ),
             (
-                "self.guarantee != 'idempotent' || self.sinks.all(s, s.postgres.mode == 'upsert')",
+                "self.guarantee != 'idempotent'"
+                " || self.sinks.all(s, " + SINK_MODE + " == 'upsert')",
                 "guarantee idempotent needs mode upsert on every sink",
                 ".sinks",
             ),
             (
                 "self.guarantee == 'exactly-once'"
-                " || self.sinks.all(s, s.postgres.mode != 'accumulate')",
+                " || self.sinks.all(s, !has(s.postgres) || s.postgres.mode != 'accumulate')",
                 "mode accumulate needs guarantee exactly-once: under another guarantee a "
                 "replayed batch would add its sums twice",
                 ".sinks",
             ),
             (
                 "self.guarantee == 'exactly-once'"
-                " || self.sinks.all(s, !has(s.postgres.sumColumns)"
+                " || self.sinks.all(s, !has(s.postgres) || !has(s.postgres.sumColumns)"
                 " || size(s.postgres.sumColumns) == 0)",
                 "sumColumns needs guarantee exactly-once: sums are stored with the batch's "
                 "decision, which only exactly-once makes the rows' commit point",
@@ -835,10 +945,16 @@ class PipelineSpec(Model):
             (
                 "!has(self.audit) || !has(self.audit.appendOnly)"
                 " || self.audit.appendOnly.all(n, self.sinks.all(s, s.name != n"
-                " || !has(s.postgres.mode) || s.postgres.mode == 'append'))",
+                " || " + SINK_MODE + " == 'append'))",
                 "audit.appendOnly may name only sinks of mode append: an upsert or accumulate "
                 "table's row count moves by new keys only",
                 ".audit.appendOnly",
+            ),
+            (
+                "has(self.control) || has(self.sinks[0].postgres)",
+                "a pipeline whose first sink is mysql needs spec.control (a PostgreSQL database "
+                "for the fence and the decision log): a MySQL control database is not built yet",
+                ".control",
             ),
             (
                 "has(self.control) == has(oldSelf.control)"
@@ -849,7 +965,10 @@ class PipelineSpec(Model):
             ),
             (
                 "has(self.control) || (self.sinks[0].name == oldSelf.sinks[0].name"
-                " && self.sinks[0].postgres.dsn == oldSelf.sinks[0].postgres.dsn)",
+                " && has(self.sinks[0].postgres) == has(oldSelf.sinks[0].postgres)"
+                " && (has(self.sinks[0].postgres)"
+                " ? self.sinks[0].postgres.dsn == oldSelf.sinks[0].postgres.dsn"
+                " : self.sinks[0].mysql.dsn == oldSelf.sinks[0].mysql.dsn))",
                 "without spec.control the first sink's database holds the decision log: keep "
                 "spec.sinks[0] first, with the same name and dsn",
                 ".sinks",
@@ -934,10 +1053,10 @@ class PipelineSpec(Model):
                     f"audit.appendOnly[{i}]",
                     f"{name!r} is not a sink of this pipeline (sinks: {', '.join(sinks)})",
                 )
-            if sinks[name].postgres.mode != "append":
+            if sinks[name].target.mode != "append":
                 raise FieldError(
                     f"audit.appendOnly[{i}]",
-                    f"sink {name} is mode {sinks[name].postgres.mode}, so its row count moves "
+                    f"sink {name} is mode {sinks[name].target.mode}, so its row count moves "
                     "by new keys only; remove it from audit.appendOnly",
                 )
         for name in self.audit.batch_columns:
@@ -974,23 +1093,30 @@ class PipelineSpec(Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise FieldError("sinks", f"sink names must be unique; repeated: {', '.join(dupes)}")
+        if self.control is None and self.sinks[0].mysql is not None:
+            raise FieldError(
+                "control",
+                "the first sink is mysql, so set spec.control to a PostgreSQL database for the "
+                "fence and the decision log (a MySQL control database is not built yet); e.g. "
+                "control: {dsn: {secretKeyRef: {name: ledger-control, key: dsn}}}",
+            )
         if self.guarantee == Guarantee.IDEMPOTENT:
             for i, sink in enumerate(self.sinks):
-                if sink.postgres.mode != "upsert":
+                if sink.target.mode != "upsert":
                     raise FieldError(
-                        f"sinks[{i}].postgres.mode",
+                        f"sinks[{i}].{sink.kind}.mode",
                         "guarantee idempotent needs mode upsert with keyColumns on every sink",
                     )
         if self.guarantee != Guarantee.EXACTLY_ONCE:
             for i, sink in enumerate(self.sinks):
-                if sink.postgres.mode == "accumulate":
+                if sink.target.mode == "accumulate":
                     raise FieldError(
                         f"sinks[{i}].postgres.mode",
                         f"mode accumulate needs guarantee exactly-once: under {self.guarantee} "
                         "a replayed batch would add its sums twice; set guarantee: exactly-once "
                         "or use mode upsert",
                     )
-                if sink.postgres.sum_columns:
+                if sink.target.sum_columns:
                     raise FieldError(
                         f"sinks[{i}].postgres.sumColumns",
                         f"sumColumns needs guarantee exactly-once: under {self.guarantee} the "
@@ -1002,16 +1128,16 @@ class PipelineSpec(Model):
     def warnings(self) -> list[str]:
         """Valid but risky choices a person should hear about (``eo validate`` prints them)."""
         return [
-            f"spec.sinks[{i}].postgres.versionColumn: not set, so when one batch holds several "
+            f"spec.sinks[{i}].{sink.kind}.versionColumn: not set, so when one batch holds several "
             "rows of a key, which one wins is undefined (Spark's shuffle does not keep source "
             "order); set versionColumn to a column that orders the updates of a key"
             for i, sink in enumerate(self.sinks)
-            if sink.postgres.mode == "upsert" and sink.postgres.version_column is None
+            if sink.target.mode == "upsert" and sink.target.version_column is None
         ]
 
     def dead_letter_table(self) -> str:
         """The dead-letter table: explicit, or the first sink's table + ``_dead_letter``."""
-        return self.dead_letter.table or f"{self.sinks[0].postgres.table}_dead_letter"
+        return self.dead_letter.table or f"{self.sinks[0].target.table}_dead_letter"
 
 
 class Condition(Model):

@@ -11,13 +11,15 @@ and closes. The xid is ``protocol.mysql_xa.xid_of(gid, database)``.
 The session sets ``innodb_lock_wait_timeout`` (a writer blocked on another branch's prepared
 locks fails instead of hanging) and ``wait_timeout`` (a writer frozen after ``XA PREPARE``, a
 zombie, has its connection cut by the server after that long, which frees its branch for
-recovery). Append only, for now.
+recovery). The session's time_zone is UTC, so a TIMESTAMP column stores the instant
+the row's UTC wall time names (``arrow_rows``). Append only, for now.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, TypeAlias
@@ -59,33 +61,50 @@ def _chunks(rows: Iterable[Sequence[Any]], size: int) -> Iterator[list[Sequence[
         yield chunk
 
 
-@dataclass
+@dataclass(frozen=True)
 class MySqlWriter:
-    """Writes one task's rows into ``table`` of the DSN's database, as one XA branch."""
+    """Writes one task's rows into ``table`` of the DSN's database, as one XA branch.
+
+    Frozen and hashable: it ships to Spark executors inside ``runtime.task.WriterTask``.
+    """
 
     dsn: str
     table: str
     columns: tuple[str, ...]
+    mode: str = "append"
+    key_columns: tuple[str, ...] = ()
+    version_column: str | None = None
     lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
     session_wait_timeout_s: int = SESSION_WAIT_TIMEOUT_S
     chunk_rows: int = CHUNK_ROWS
 
     def __post_init__(self) -> None:
-        self.target = MySqlDsn.parse(self.dsn)
         if not self.columns:
             raise ValueError("a writer needs at least one column")
+        if self.mode != "append":
+            raise ValueError(f"mode {self.mode!r}: the MySQL writer appends only, for now")
+
+    @functools.cached_property
+    def target(self) -> MySqlDsn:
+        """The parsed DSN."""
+        return MySqlDsn.parse(self.dsn)
+
+    @functools.cached_property
+    def insert_sql(self) -> str:
+        """The multi-row INSERT ``executemany`` expands."""
         names = ", ".join(quote_identifier(c) for c in self.columns)
         marks = ", ".join(["%s"] * len(self.columns))
         table = table_identifier(self.table)
         # Identifiers quoted by quote_identifier; values are parameters.
-        self.insert_sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"  # noqa: S608
+        return f"INSERT INTO {table} ({names}) VALUES ({marks})"  # noqa: S608
 
     def connect(self) -> Connection:
         """A writer connection (waits out a server restart) with the session's timeouts."""
         conn = connect_patiently(self.target, REOPEN_SECONDS)
         with conn.cursor() as cur:
             cur.execute(
-                "SET SESSION innodb_lock_wait_timeout = %s, wait_timeout = %s",
+                "SET SESSION innodb_lock_wait_timeout = %s, wait_timeout = %s,"
+                " time_zone = '+00:00'",
                 (self.lock_wait_timeout_s, self.session_wait_timeout_s),
             )
         return conn
@@ -109,13 +128,17 @@ class MySqlWriter:
         gid: str | None,
         pipeline: str,
         batch_id: int,
+        also: Callable[[Connection], None] | None = None,
     ) -> int:
         """``write`` on ``conn``, which is left open: the caller must close it, since the
-        prepared branch stays bound to it until then."""
+        prepared branch stays bound to it until then. ``also`` writes more in the same
+        transaction after the rows (the task's dead letters)."""
         if gid is None:
             conn.begin()
             try:
                 count = self._insert(conn, rows)
+                if also is not None:
+                    also(conn)
                 conn.commit()
             except BaseException:
                 with contextlib.suppress(pymysql.Error):
@@ -127,6 +150,8 @@ class MySqlWriter:
             cur.execute(f"XA START {xid}")
             try:
                 count = self._insert(conn, rows)
+                if also is not None:
+                    also(conn)
                 cur.execute(MARKER_SQL, (gid, pipeline, batch_id, count))
                 cur.execute(f"XA END {xid}")
                 cur.execute(f"XA PREPARE {xid}")

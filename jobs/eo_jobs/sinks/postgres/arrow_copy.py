@@ -27,7 +27,7 @@ import io
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pgpq
 import psycopg
@@ -75,11 +75,15 @@ DL_RAW = "_eo_dl_raw"
 DL_REASON = "_eo_dl_reason"
 
 
-@dataclass
-class DeadLetters:
-    """Where a task's dead letters go (the dead-letter table, in the sink's own database)."""
+W = TypeVar("W")
 
-    writer: PostgresWriter
+
+@dataclass
+class DeadLetters(Generic[W]):
+    """Where a task's dead letters go (the dead-letter table, in the sink's own database,
+    written by ``writer``: a ``PostgresWriter`` here, the MySQL kind's own there)."""
+
+    writer: W
     pipeline: str
     batch_id: int
     rows: list[tuple[Any, ...]] = field(default_factory=list)
@@ -109,7 +113,7 @@ def _texts(column: Any) -> list[str | None]:
 
 
 def split_dead_letters(
-    batches: Iterable[Any], columns: tuple[str, ...], dead: DeadLetters | None
+    batches: Iterable[Any], columns: tuple[str, ...], dead: DeadLetters[Any] | None
 ) -> Iterator[Any]:
     """The record batches without their dead letters (handed to ``dead`` when given)."""
     for batch in batches:
@@ -240,7 +244,7 @@ class Refused:
     letter in ``letters``, or, when ``letters`` is None, fail naming ``batch_id``."""
 
     batch_id: int
-    letters: DeadLetters | None
+    letters: DeadLetters[PostgresWriter] | None
     kept_memory_bytes: int = KEPT_MEMORY_BYTES
     """How much of the task's rows stay in memory for the slow path (``kept``)."""
 
@@ -256,7 +260,7 @@ def batches_feed(table: str, first: Any, rest: Iterable[Any]) -> Feed:
 def arrow_body(
     writer: PostgresWriter,
     batches: Iterable[Any],
-    dead: DeadLetters | None = None,
+    dead: DeadLetters[PostgresWriter] | None = None,
     refused: Refused | None = None,
 ) -> Callable[[psycopg.Connection[Any]], int]:
     """The transaction body that writes ``batches`` through ``writer`` (see the module).
@@ -299,7 +303,10 @@ def arrow_body(
 
 
 def _isolating(
-    conn: psycopg.Connection[Any], writer: PostgresWriter, table: Any, letters: DeadLetters
+    conn: psycopg.Connection[Any],
+    writer: PostgresWriter,
+    table: Any,
+    letters: DeadLetters[PostgresWriter],
 ) -> int:
     """The slow path (``refusals``): the transaction again, the rows in pieces; rows written.
 

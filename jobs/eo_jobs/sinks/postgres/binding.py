@@ -1,8 +1,9 @@
 """Bind a pipeline spec to its databases: the control store and one store per sink.
 
 The control tables (fence, decisions) live in ``spec.control``'s database, or, when it is not
-set, in the first sink's database. Every sink gets its own ``PreparedTransactions`` store, so
-prepared transactions are found and finished in the database where they were prepared.
+set, in the first sink's database. Every sink gets its own store of its database's kind
+(``protocol.databases``: PostgreSQL or MySQL/MariaDB), so prepared transactions are found and
+finished in the database where they were prepared.
 ``Bound.claim`` records the control database in every participant database (and refuses a
 control database that moved, see ``protocol.registry``) and adds the stores of databases that
 held participants of the pipeline under an earlier spec, so recovery and the sweep still
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 
 from eo_jobs.protocol import registry
 from eo_jobs.protocol.control import ControlStore
-from eo_jobs.protocol.xa import PreparedTransactions
+from eo_jobs.protocol.databases import kind, participant_store
+from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.sinks.postgres.credentials import (
     CONTROL_ENV,
     MissingCredentialError,
@@ -28,13 +30,17 @@ from eo_jobs.spec.models import CredentialRef, Pipeline
 log = logging.getLogger("eo.binding")
 
 
+class ControlKindError(ValueError):
+    """The control database is of a kind that cannot hold the fence and decision log yet."""
+
+
 @dataclass
 class Bound:
     """A pipeline's protocol endpoints."""
 
     pipeline: str
     control: ControlStore
-    stores: dict[str, PreparedTransactions]
+    stores: dict[str, ParticipantStore]
     dsns: dict[str, str]
     refs: dict[str, CredentialRef] = field(default_factory=dict)
     unreachable: list[str] = field(default_factory=list)
@@ -69,7 +75,7 @@ class Bound:
                 self.unreachable.append(f"{old.label} (removed sink {old.sink}): {exc}")
                 log.warning("participant database %s is not reachable: %s", old.label, exc)
                 continue
-            self.stores[old.sink] = PreparedTransactions(dsn)
+            self.stores[old.sink] = participant_store(dsn)
             self.dsns[old.sink] = dsn
 
     def close(self) -> None:
@@ -81,7 +87,7 @@ class Bound:
 
 def sink_dsns(pipeline: Pipeline, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """DSN of every sink, resolved from the environment."""
-    return {s.name: resolve_dsn(s.name, s.postgres.dsn, environ) for s in pipeline.spec.sinks}
+    return {s.name: resolve_dsn(s.name, s.target.dsn, environ) for s in pipeline.spec.sinks}
 
 
 def control_dsn(
@@ -95,11 +101,22 @@ def control_dsn(
 
 
 def bind(pipeline: Pipeline, dsns: Mapping[str, str], control: str | None = None) -> Bound:
-    """Endpoints for ``pipeline`` given each sink's DSN (and the control DSN, if separate)."""
+    """Endpoints for ``pipeline`` given each sink's DSN (and the control DSN, if separate).
+
+    Each sink's store is its database kind's (``protocol.databases``); the control database
+    must be PostgreSQL for now (``ControlKindError`` otherwise).
+    """
+    control = control or control_dsn(pipeline, dsns)
+    if kind(control) != "postgresql":
+        raise ControlKindError(
+            "the control database (spec.control, or the first sink's database without it) is "
+            f"{kind(control)}; eo keeps the fence and the decision log in PostgreSQL for now: "
+            "set spec.control to a PostgreSQL database"
+        )
     return Bound(
         pipeline=pipeline.key,
-        control=ControlStore(control or control_dsn(pipeline, dsns)),
-        stores={name: PreparedTransactions(dsn) for name, dsn in dsns.items()},
+        control=ControlStore(control),
+        stores={name: participant_store(dsn) for name, dsn in dsns.items()},
         dsns=dict(dsns),
-        refs={s.name: s.postgres.dsn for s in pipeline.spec.sinks},
+        refs={s.name: s.target.dsn for s in pipeline.spec.sinks},
     )

@@ -1,0 +1,139 @@
+"""`eo run` into a MariaDB sink: files -> transform -> MariaDB through XA branches, decided in
+the PostgreSQL control database, with real SIGKILLs at crash points inside the writer tasks and
+after the decision; and a PostgreSQL sink beside a MariaDB one under one decision per batch."""
+
+from __future__ import annotations
+
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from tests.runtime import harness
+from tests.support.mariadb import MariaDbDatabase
+
+from eo_jobs.protocol.mysql_xa import FORMAT_ID
+
+pytestmark = pytest.mark.spark
+
+MYSQL_DDL = (
+    "CREATE TABLE orders (order_id BIGINT NOT NULL, merchant VARCHAR(64), "
+    "amount_cents BIGINT) ENGINE=InnoDB"
+)
+
+
+def mysql_sink(db: MariaDbDatabase, name: str = "orders") -> str:
+    """The YAML list item of a MariaDB sink (DSN from ``MYSQL_DSN``)."""
+    return (
+        f"    - name: {name}\n"
+        f"      mysql: {{dsn: {{env: MYSQL_DSN}}, table: {db.name}.orders, writerPartitions: 2}}\n"
+    )
+
+
+def only_mysql_pipeline(work: Path, db: MariaDbDatabase) -> Path:
+    """``harness.files_pipeline`` with the orders sink in MariaDB and the control database in
+    PostgreSQL (``TEST_DSN``); dead letters go to MariaDB's ``orders_dead_letter``."""
+    spec = harness.files_pipeline(work)
+    text = spec.read_text()
+    start = text.index("    - name: orders\n")
+    end = text.index("  checkpoint:")
+    text = text[:start] + mysql_sink(db) + text[end:]
+    text = text.replace("  sinks:\n", "  control: {dsn: {env: TEST_DSN}}\n  sinks:\n")
+    spec.write_text(text)
+    return spec
+
+
+def mysql_audit(db: MariaDbDatabase, truth: harness.Truth) -> dict[str, int]:
+    """The MariaDB sink against the generated truth; duplicates and gaps apart."""
+    conn = db.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT order_id, amount_cents FROM orders")
+            rows = list(cur.fetchall())
+            cur.execute("SELECT count(*) FROM orders_dead_letter")
+            (dead,) = cur.fetchone() or (-1,)
+            cur.execute("XA RECOVER")
+            ours = [r for r in cur.fetchall() if int(r[0]) == FORMAT_ID]
+    finally:
+        conn.close()
+    counts = Counter(int(r[0]) for r in rows)
+    amounts = {int(r[0]): int(r[1]) for r in rows}
+    return {
+        "rows": len(rows),
+        "duplicates": sum(c - 1 for c in counts.values()),
+        "missing": sum(1 for k in truth.valid if k not in counts),
+        "unexpected": sum(1 for k in counts if k not in truth.valid),
+        "wrong_amounts": sum(1 for k, v in truth.valid.items() if amounts.get(k, v) != v),
+        "dead_letters": int(dead),
+        "prepared_left": len(ours),
+    }
+
+
+def exact(truth: harness.Truth) -> dict[str, int]:
+    return {
+        "rows": len(truth.valid),
+        "duplicates": 0,
+        "missing": 0,
+        "unexpected": 0,
+        "wrong_amounts": 0,
+        "dead_letters": truth.malformed,
+        "prepared_left": 0,
+    }
+
+
+def test_a_mariadb_sink_is_exact_through_kills_inside_the_tasks_and_after_the_decision(
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+) -> None:
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute(MYSQL_DDL)
+    conn.close()
+    truth = harness.write_files(tmp_path / "in", files=6, per_file=60)
+    spec = only_mysql_pipeline(tmp_path, mariadb_db)
+    env = {"MYSQL_DSN": mariadb_db.dsn}
+    runs = [
+        {"EO_FAULT_POINT": "after-some-prepared", "EO_FAULT_BATCH": "1"},
+        {"EO_FAULT_POINT": "after-decision", "EO_FAULT_BATCH": "2"},
+    ]
+    outputs = []
+    for epoch, fault in enumerate(runs, start=1):
+        code, out = harness.run(spec, epoch, pg_dsn, extra_env={**env, **fault})
+        assert code == -signal.SIGKILL, out
+        outputs.append(out)
+    code, out = harness.run(spec, len(runs) + 1, pg_dsn, extra_env=env)
+    assert code == 0, out
+    # The JVM writer writes PostgreSQL only: the sink's tasks are Python's, chosen once.
+    assert '"path": "python"' in outputs[0], outputs[0]
+    # The batch decided before the second kill is committed by the third driver's recovery.
+    assert '"event": "recovered"' in out and '"batch": 2, "decided_by_epoch": 2' in out, out
+    assert mysql_audit(mariadb_db, truth) == exact(truth)
+
+
+def test_a_postgres_and_a_mariadb_sink_show_every_batch_together_through_a_kill(
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+) -> None:
+    harness.create_table(pg_dsn)
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute(MYSQL_DDL)
+    conn.close()
+    truth = harness.write_files(tmp_path / "in", files=4, per_file=50)
+    spec = harness.files_pipeline(tmp_path, more_sinks=mysql_sink(mariadb_db, "copy"))
+    env = {"MYSQL_DSN": mariadb_db.dsn}
+    fault = {"EO_FAULT_POINT": "after-some-prepared", "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, pg_dsn, extra_env={**env, **fault})
+    assert code == -signal.SIGKILL, out
+    code, out = harness.run(spec, 2, pg_dsn, extra_env=env)
+    assert code == 0, out
+    harness.assert_exact(pg_dsn, truth)  # dead letters: the first sink's (PostgreSQL) table
+    found = mysql_audit_rows_only(mariadb_db, truth)
+    assert found == {**exact(truth), "dead_letters": 0}
+
+
+def mysql_audit_rows_only(db: MariaDbDatabase, truth: harness.Truth) -> dict[str, int]:
+    """``mysql_audit`` of a sink that is not first (its database holds no dead letters)."""
+    conn = db.connect()
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS orders_dead_letter (x INT)")
+    conn.close()
+    return mysql_audit(db, truth)
