@@ -117,6 +117,10 @@ class Column:
     auto_increment: bool
 
 
+HIDDEN = Column("", "", "", None, nullable=True, auto_increment=False)
+"""A column information_schema does not show this user, which may exist."""
+
+
 def check_contract(
     conn: Connection,
     table: str,
@@ -146,7 +150,7 @@ def check_contract(
     database = str(database)
     target = f"{quote_identifier(database)}.{quote_identifier(name)}"
     if two_phase:
-        problems.extend(_two_phase(conn, _server(conn), user))
+        problems.extend(_two_phase(conn, read_server(conn), user))
     found = _table(conn, database, name)
     if found is None:
         problems.append(_missing_table(conn, database, target, user))
@@ -164,6 +168,20 @@ def check_contract(
     problems.extend(_engine(conn, target, engine, two_phase))
     existing = _columns(conn, database, name)
     written = [c for c in columns if c.lower() != (audit_column or "").lower()]
+    named = [*written, *(c for c in (audit_column, version_column) if c is not None)]
+    hidden = [c for c in named if c.lower() not in existing and _hidden(conn, target, c)]
+    if hidden:
+        listed = ", ".join(quote_identifier(c) for c in hidden)
+        problems.append(
+            ContractProblem(
+                "privilege",
+                f"user {user} cannot see column(s) {', '.join(hidden)} of {target}: with "
+                "privileges on some columns only, information_schema and the server hide "
+                "the others (whether they exist or not); "
+                f"GRANT INSERT ({listed}) ON {target} TO {user}",
+            )
+        )
+    existing.update({c.lower(): HIDDEN for c in hidden})  # reported above, not as missing
     missing = [c for c in written if c.lower() not in existing]
     if missing:
         adds = ", ".join(f"ADD COLUMN {quote_identifier(c)} <type>" for c in missing)
@@ -174,9 +192,9 @@ def check_contract(
                 f"writes; run ALTER TABLE {target} {adds}, or change the transform",
             )
         )
-    inserted = [c for c in written if c.lower() in existing]
-    if audit_column is not None and audit_column.lower() in existing:
-        inserted.append(audit_column)
+    inserted = [c for c in written if existing.get(c.lower(), HIDDEN) is not HIDDEN]
+    if existing.get((audit_column or "").lower(), HIDDEN) is not HIDDEN:
+        inserted.append(str(audit_column))
     problems.extend(_table_privileges(conn, target, user, mode, inserted, key_columns, existing))
     if current:
         problems.extend(_marker_privileges(conn, str(current), user))
@@ -198,7 +216,8 @@ def check_contract(
 # -- the server ------------------------------------------------------------------------------
 
 
-def _server(conn: Connection) -> Server:
+def read_server(conn: Connection) -> Server:
+    """The sink's server, from its global variables."""
     marks = ", ".join(["%s"] * len(SETTINGS))
     rows = _rows(conn, f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", SETTINGS)
     return server_of({str(k): str(v) for k, v in rows})
@@ -452,18 +471,17 @@ def _marker_privileges(conn: Connection, database: str, user: str) -> list[Contr
         "DELETE": f"EXPLAIN DELETE FROM {markers} WHERE FALSE",  # noqa: S608
         "UPDATE": f"EXPLAIN UPDATE {markers} SET batch_id = 0 WHERE FALSE",  # noqa: S608
     }
-    missing = False
     lacking: list[str] = []
+    missing = False
     for privilege, probe in probes.items():
         denied = _denied(conn, probe)
-        if denied is None:
-            continue
-        if denied[0] == ER.NO_SUCH_TABLE:  # the privilege check passed; the table is absent
-            missing = True
-        elif denied[0] == ER.BAD_FIELD_ERROR:  # not eo's table: ensure_schema keeps it
-            continue
-        else:
+        if denied is not None and denied[0] in ACCESS_DENIED:
             lacking.append(privilege)
+        elif denied is not None and denied[0] == ER.NO_SUCH_TABLE:
+            missing = True  # the privilege check passed (it comes first); the table is absent
+    # A user denied everything on it is not told whether it exists (information_schema
+    # hides it too): then it may be missing, and creating it is checked as well.
+    unknown = len(lacking) == len(probes)
     problems: list[ContractProblem] = []
     if lacking:
         uses = "; ".join(f"{p}: {MARKER_PRIVILEGES[p]}" for p in lacking)
@@ -474,17 +492,18 @@ def _marker_privileges(conn: Connection, database: str, user: str) -> list[Contr
                 f"({uses}); GRANT {', '.join(lacking)} ON {markers} TO {user}",
             )
         )
-    if missing:
+    if missing or unknown:
         statement = conn.escape(f"CREATE TABLE {markers} (x INT)")
         create = _denied(conn, f"PREPARE eo_contract_probe FROM {statement}")
         if create is None:
             _rows(conn, "DEALLOCATE PREPARE eo_contract_probe")
         else:
+            state = "does not exist yet" if missing else "is hidden from this user or missing"
             problems.append(
                 ContractProblem(
                     "privilege",
-                    f"eo's marker table {markers} does not exist yet and user {user} cannot "
-                    "create it (eo creates it before the first batch); GRANT CREATE ON "
+                    f"eo's marker table {markers} {state}, and user {user} cannot create it "
+                    "(eo creates it before the first batch); GRANT CREATE ON "
                     f"{quote_identifier(database)}.* TO {user}, or have an administrator "
                     "run `eo recover` once",
                 )
@@ -597,6 +616,8 @@ def _audit_column(
     if column is None:
         return []
     found = existing.get(column.lower())
+    if found is HIDDEN:
+        return []  # reported as a privilege problem
     if found is None:
         return [
             ContractProblem(
@@ -640,6 +661,16 @@ def _current_user(conn: Connection) -> str:
     account = str(_one(conn, "SELECT CURRENT_USER()"))
     name, _, host = account.rpartition("@")
     return f"{conn.escape(name)}@{conn.escape(host)}"
+
+
+def _hidden(conn: Connection, target: str, column: str) -> bool:
+    """A column information_schema does not list: hidden (a user with privileges on some
+    columns only gets 1143 for any other name) rather than missing (1054)?"""
+    denied = _denied(
+        conn,
+        f"EXPLAIN INSERT INTO {target} ({quote_identifier(column)}) VALUES (NULL)",  # noqa: S608
+    )
+    return denied is not None and denied[0] in ACCESS_DENIED
 
 
 def _denied(conn: Connection, probe: str) -> tuple[int, str] | None:
