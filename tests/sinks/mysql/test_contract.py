@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import pymysql
 import pytest
+from pymysql.constants import ER
 
 from eo_jobs.protocol.mysql_xa import MARKERS_DDL
 from eo_jobs.sinks.mysql.contract import (
@@ -206,10 +208,17 @@ def test_a_surrogate_auto_increment_key_and_a_key_holding_the_key_columns_are_al
             "day DATE, currency CHAR(3), cents BIGINT, UNIQUE KEY (merchant, day), "
             "UNIQUE KEY (day, merchant, currency))",
         )
-        spec: dict[str, object] = {"mode": "upsert", "key_columns": ["merchant", "day"]}
+        keys = ["merchant", "day"]
+        spec: dict[str, object] = {"mode": "upsert", "key_columns": keys}
         assert codes(conn, "totals", columns=["merchant", "day", "cents"], **spec) == []
         written_id = codes(conn, "totals", columns=["id", "merchant", "day", "cents"], **spec)
+        run(conn, "ALTER TABLE totals ADD UNIQUE KEY per_currency (day, currency)")
+        problems = check_contract(
+            conn, "totals", columns=["merchant", "day", "cents"], mode="upsert", key_columns=keys
+        )
     assert written_id == ["other-unique-key"]  # eo writing the id can collide on it
+    assert [p.code for p in problems] == ["other-unique-key"]  # holds "day", not "merchant"
+    assert "unique key per_currency (day, currency)" in problems[0].message
 
 
 def test_a_missing_version_column_is_named(mariadb_db: MariaDbDatabase) -> None:
@@ -327,6 +336,34 @@ def test_the_marker_table_needs_what_eo_does_with_it_or_create_when_it_is_missin
     assert "lacks DELETE, UPDATE on eo's marker table" in problems[0].message
     assert "pruning deletes old marker rows" in problems[0].message
     assert f"GRANT DELETE, UPDATE ON `{db}`.`eo_markers` TO '{user}'@'%'" in problems[0].message
+
+
+def test_pruning_raises_its_horizon_with_an_upsert_so_the_marker_table_needs_update(
+    mariadb_server: MariaDbServer, mariadb_db: MariaDbDatabase
+) -> None:
+    """Why UPDATE is in the marker table's list: the horizon row is written by
+    ``INSERT ... ON DUPLICATE KEY UPDATE`` (``MySqlPreparedTransactions.prune_markers``)."""
+    db = mariadb_db.name
+    with mariadb_db.connect() as conn:
+        run(conn, "CREATE TABLE t (id BIGINT)")
+        run(conn, MARKERS_DDL)
+    grants = (f"INSERT ON {db}.t", f"INSERT, SELECT, DELETE ON {db}.eo_markers")
+    with (
+        account(mariadb_server, *grants) as user,
+        mariadb_db.connect(user=user, password="pw") as conn,
+    ):
+        with pytest.raises(pymysql.OperationalError) as denied:
+            run(
+                conn,
+                "INSERT INTO `eo_markers` (gid, pipeline, batch_id, rows_written) "
+                "VALUES ('h', 'p', 1, 0) ON DUPLICATE KEY UPDATE "
+                "batch_id = GREATEST(batch_id, VALUES(batch_id))",
+            )
+        problems = check_contract(conn, "t")
+    assert denied.value.args[0] == ER.TABLEACCESS_DENIED_ERROR
+    assert "UPDATE command denied" in denied.value.args[1]
+    assert [p.code for p in problems] == ["privilege"]
+    assert "lacks UPDATE on eo's marker table" in problems[0].message
 
 
 def test_on_mariadb_a_role_with_no_privilege_at_all_may_run_xa_recover(
