@@ -280,6 +280,8 @@ def test_a_role_without_insert_or_without_update_for_an_upsert_is_told_what_to_g
         mariadb_db.connect(user=reader, password="pw") as conn,
     ):
         problems = check_contract(conn, "t", columns=["id", "v"])
+        # It sees every column (SELECT on the table): one it does not see is missing.
+        assert codes(conn, "t", columns=["id", "nope"]) == ["missing-columns", "privilege"]
     assert [p.code for p in problems] == ["privilege"]
     assert f"lacks INSERT on `{db}`.`t`" in problems[0].message
     assert problems[0].message.endswith(f"GRANT INSERT ON `{db}`.`t` TO '{reader}'@'%'")
@@ -377,7 +379,7 @@ def test_on_mariadb_a_role_with_no_privilege_at_all_may_run_xa_recover(
     assert found == ["missing-table"]  # (hidden from this user) and nothing about XA RECOVER
 
 
-@pytest.mark.parametrize(("value", "crash"), [(2, "a power loss or OS crash"), (0, "any crash")])
+@pytest.mark.parametrize(("value", "crash"), [(2, "so an OS crash"), (0, "so any crash, even")])
 def test_a_redo_log_not_flushed_at_each_prepare_and_commit_is_refused(
     mariadb_db: MariaDbDatabase, set_global: SetGlobal, value: int, crash: str
 ) -> None:

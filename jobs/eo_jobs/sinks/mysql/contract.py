@@ -273,13 +273,18 @@ def server_problems(server: Server) -> list[ContractProblem]:
         )
     flush = server.settings.get("innodb_flush_log_at_trx_commit")
     if flush is not None and flush not in DURABLE_FLUSH:
+        crash = (
+            "any crash, even of the server alone,"
+            if flush == "0"
+            else "an OS crash or a power loss"
+        )
         problems.append(
             ContractProblem(
                 "innodb_flush_log_at_trx_commit",
                 f"innodb_flush_log_at_trx_commit is {flush}: InnoDB flushes its redo log "
-                "about once a second instead of at each XA PREPARE and commit, so a crash "
-                f"({'any crash' if flush == '0' else 'a power loss or OS crash'}) can lose a "
-                "branch that the server reported prepared, after eo decided to commit it "
+                "about once a second instead of at each XA PREPARE and commit, so "
+                f"{crash} can lose a branch that the server reported prepared, after eo "
+                "decided to commit it "
                 "(a lost batch); run SET GLOBAL innodb_flush_log_at_trx_commit = 1 and put "
                 "innodb_flush_log_at_trx_commit = 1 under [mysqld] in my.cnf",
             )
@@ -440,24 +445,25 @@ def _table_privileges(
     key_columns: Sequence[str],
     existing: dict[str, Column],
 ) -> list[ContractProblem]:
-    """INSERT on the columns eo writes; UPDATE on the non-key ones for an upsert."""
+    """INSERT on the columns eo writes; UPDATE on the non-key ones for an upsert. (Every
+    identifier in a probe is quoted by ``quote_identifier``; probes execute nothing.)"""
     problems: list[ContractProblem] = []
     names = ", ".join(quote_identifier(c) for c in inserted)
     nulls = ", ".join("NULL" for _ in inserted)
     insert = _denied(conn, f"EXPLAIN INSERT INTO {target} ({names}) VALUES ({nulls})")  # noqa: S608
     if insert is not None:
-        problems.append(_privilege_problem("INSERT", target, user, insert, "the rows"))
+        why = "eo's writers insert each batch's rows"
+        problems.append(_privilege_problem("INSERT", target, user, insert, why))
     if mode != "append":
         keys = {k.lower() for k in key_columns}
         updated = [c for c in inserted if c.lower() not in keys] or list(inserted)
-        if not updated:
-            updated = [next(iter(existing.values())).name] if existing else []
+        if not updated:  # no columns named: any one column probes the table-wide grant
+            updated = [c.name for c in existing.values() if c is not HIDDEN][:1]
         sets = ", ".join(f"{quote_identifier(c)} = NULL" for c in updated)
         update = _denied(conn, f"EXPLAIN UPDATE {target} SET {sets} WHERE FALSE")  # noqa: S608
         if update is not None:
-            problems.append(
-                _privilege_problem("UPDATE", target, user, update, "ON DUPLICATE KEY UPDATE")
-            )
+            why = f"{mode} updates existing rows through ON DUPLICATE KEY UPDATE"
+            problems.append(_privilege_problem("UPDATE", target, user, update, why))
     return problems
 
 
@@ -512,7 +518,7 @@ def _marker_privileges(conn: Connection, database: str, user: str) -> list[Contr
 
 
 def _privilege_problem(
-    privilege: str, target: str, user: str, error: tuple[int, str], needed_for: str
+    privilege: str, target: str, user: str, error: tuple[int, str], why: str
 ) -> ContractProblem:
     code, text = error
     if code not in ACCESS_DENIED:
@@ -523,7 +529,7 @@ def _privilege_problem(
         )
     return ContractProblem(
         "privilege",
-        f"user {user} lacks {privilege} on {target}, which {needed_for} need(s) ({text}); "
+        f"user {user} lacks {privilege} on {target} ({why}; the server says: {text}); "
         f"GRANT {privilege} ON {target} TO {user}",
     )
 
@@ -664,13 +670,19 @@ def _current_user(conn: Connection) -> str:
 
 
 def _hidden(conn: Connection, target: str, column: str) -> bool:
-    """A column information_schema does not list: hidden (a user with privileges on some
-    columns only gets 1143 for any other name) rather than missing (1054)?"""
-    denied = _denied(
-        conn,
-        f"EXPLAIN INSERT INTO {target} ({quote_identifier(column)}) VALUES (NULL)",  # noqa: S608
-    )
-    return denied is not None and denied[0] in ACCESS_DENIED
+    """A column information_schema does not list: hidden rather than missing? Missing when
+    an INSERT or a SELECT naming it fails with 1054 (unknown column); a user denied both
+    (1142, or 1143, which a user with grants on some columns only gets for any other name,
+    existing or not) cannot be told, and the column counts as hidden."""
+    quoted = quote_identifier(column)
+    for probe in (
+        f"EXPLAIN INSERT INTO {target} ({quoted}) VALUES (NULL)",  # noqa: S608
+        f"EXPLAIN SELECT {quoted} FROM {target}",  # noqa: S608
+    ):
+        denied = _denied(conn, probe)
+        if denied is None or denied[0] not in ACCESS_DENIED:
+            return False
+    return True
 
 
 def _denied(conn: Connection, probe: str) -> tuple[int, str] | None:
