@@ -22,9 +22,9 @@ Privileges are checked by asking the server, not by parsing ``SHOW GRANTS``: ``E
 ``INSERT``/``UPDATE``/``DELETE``/``SELECT`` runs the server's own privilege check (roles,
 database wildcards, column grants included) and executes nothing, and ``PREPARE`` of a
 ``CREATE TABLE`` checks ``CREATE`` without creating (both verified on MariaDB 10.11 in
-``tests/sinks/mysql/test_contract.py``). ``information_schema`` lists only the tables a user
-holds some privilege on, so a table it does not list is told apart (missing or hidden) by the
-same probe. docs/mysql.md lists every check and its fix.
+``tests/sinks/mysql/test_contract.py``). ``information_schema`` lists only the tables and
+columns a user holds some privilege on, so one it does not list is told apart (missing, or
+hidden from this user) by the same probes. docs/mysql.md lists every check and its fix.
 """
 
 from __future__ import annotations
