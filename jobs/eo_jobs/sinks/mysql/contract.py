@@ -550,7 +550,9 @@ def _keys(
     """An upsert (``INSERT ... ON DUPLICATE KEY UPDATE``) needs a unique key on exactly the
     key columns, and no other unique key that a written row could collide with: the statement
     updates the row it collides with on *any* unique key (PostgreSQL's ON CONFLICT names its
-    key; MySQL's does not)."""
+    key; MySQL's does not). MariaDB's "Unsafe Statements for Statement-based Replication" page
+    lists ``INSERT ... ON DUPLICATE KEY UPDATE`` on tables with several primary or unique keys
+    for the same reason: which row it updates depends on which key collides."""
     problems: list[ContractProblem] = []
     keys = ", ".join(quote_identifier(k) for k in key_columns)
     if not key_columns:
