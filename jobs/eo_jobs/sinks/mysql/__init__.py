@@ -1,1 +1,2 @@
-"""MySQL and MariaDB sinks: a writer task's XA branch (``writer``); docs/mysql.md."""
+"""MySQL and MariaDB sinks: a writer task's XA branch (``writer``) and the sink contract
+check (``contract``); docs/mysql.md."""
