@@ -12,7 +12,10 @@ import pytest
 from tests.runtime import harness
 from tests.support.mariadb import MariaDbDatabase
 
+from eo_jobs.audit import Check, Status, audit
+from eo_jobs.audit.targets import target_for
 from eo_jobs.protocol.mysql_xa import FORMAT_ID
+from eo_jobs.spec.loading import load_pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -107,6 +110,26 @@ def test_a_mariadb_sink_is_exact_through_kills_inside_the_tasks_and_after_the_de
     # The batch decided before the second kill is committed by the third driver's recovery.
     assert '"event": "recovered"' in out and '"batch": 2, "decided_by_epoch": 2' in out, out
     assert mysql_audit(mariadb_db, truth) == exact(truth)
+
+    # The continuous audit reads MariaDB's markers, branches and table: clean, then a row
+    # deleted behind eo's back is a table-count violation of the sink.
+    target = target_for(
+        load_pipeline(spec),
+        {"orders": mariadb_db.dsn},
+        pg_dsn,
+        append_only=["orders"],
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+    clean = audit(target)
+    assert clean.ok, clean.violations
+    ran = {(c.check, c.status) for c in clean.checks}
+    assert (Check.TABLE_COUNT, Status.RAN) in ran and (Check.PARTICIPANTS, Status.RAN) in ran
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute("DELETE FROM orders LIMIT 1")
+    conn.close()
+    broken = audit(target)
+    assert [v.check for v in broken.violations] == [Check.TABLE_COUNT], broken.violations
 
 
 def test_a_postgres_and_a_mariadb_sink_show_every_batch_together_through_a_kill(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import psycopg
+import pymysql
 
 from eo_jobs.audit import counts, coverage, decisions, participants, sums
 from eo_jobs.audit.checkpoint import LocalCheckpoint, UnreadableCheckpointError, local_folder
@@ -36,6 +37,8 @@ from eo_jobs.audit.model import (
     Status,
     Violation,
 )
+from eo_jobs.audit.mysql_evidence import read_mysql_sink
+from eo_jobs.protocol import databases
 from eo_jobs.protocol.gid import sink_token
 from eo_jobs.spec.models import DEAD_LETTER_SINK
 
@@ -305,8 +308,9 @@ def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvi
         per_batch = sink is not None and sink.per_batch
         whole = sink is not None and bool(sink.sum_columns) and (counted or sink.accumulates)
         summed = sink is not None and bool(sink.sum_columns) and (whole or per_batch)
+        reader = read_mysql_sink if databases.kind(dsn) == "mysql" else read_sink
         try:
-            read[sink_token(name)] = read_sink(
+            read[sink_token(name)] = reader(
                 dsn,
                 target.pipeline,
                 name,
@@ -316,7 +320,7 @@ def _read_sinks(state: _Pass, positions: Mapping[str, int]) -> dict[str, SinkEvi
                 sum_columns=sink.sum_columns if summed and sink else (),
                 whole_table=counted or whole,
             )
-        except psycopg.Error as exc:
+        except (psycopg.Error, pymysql.Error) as exc:
             why = f"cannot read its database: {' '.join(str(exc).split())}"
             state.unreadable.append(f"sink {name}")
             checks = [Check.PARTICIPANTS, Check.ORPHAN_MARKERS, Check.TABLE_COUNT]

@@ -16,8 +16,7 @@ from eo_jobs.sinks.mysql.kind import MySqlKind
 from eo_jobs.sinks.postgres.kind import PostgresKind
 
 if TYPE_CHECKING:
-    from eo_jobs.runtime.task import WriterTask
-    from eo_jobs.sinks.table_writer import TableWriter
+    from eo_jobs.sinks.table_writer import TableWriter, TaskWrite
     from eo_jobs.spec.models import TableSink
 
 
@@ -56,7 +55,7 @@ class SinkKind(Protocol):
         as ``written``); with ``dead_letter_table``, why its role cannot write that table."""
         ...
 
-    def run_task(self, task: WriterTask, batches: Iterable[Any], gid: str) -> tuple[int, int]:
+    def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
         """One writer task's transaction from Arrow record batches: ``(rows, dead letters)``,
         prepared under ``gid`` when ``task.two_phase``, else committed."""
         ...

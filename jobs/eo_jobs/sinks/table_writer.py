@@ -32,3 +32,36 @@ class TableWriter(Protocol):
     ) -> int:
         """Write ``rows`` in one transaction: prepared under ``gid``, or committed if None."""
         ...
+
+
+class TaskWrite(Protocol):
+    """What a sink kind's ``run_task`` reads of one writer task (``runtime.task.WriterTask``
+    is one; declared here so that sinks never import the Spark runtime)."""
+
+    @property
+    def writer(self) -> TableWriter:
+        """The sink's writer."""
+
+    @property
+    def pipeline(self) -> str:
+        """The pipeline's key, written in markers and dead letters."""
+
+    @property
+    def batch_id(self) -> int:
+        """The micro-batch."""
+
+    @property
+    def two_phase(self) -> bool:
+        """Prepare (exactly-once) or commit."""
+
+    @property
+    def dead_letters(self) -> TableWriter | None:
+        """The writer of the batch's dead letters when this task writes them."""
+
+    @property
+    def kept_memory_bytes(self) -> int:
+        """Memory for rows kept to isolate refused records."""
+
+    def refused_letters(self) -> TableWriter | None:
+        """The writer of records the table refuses; None: they fail the task."""
+        ...

@@ -16,12 +16,13 @@ import pymysql
 
 from eo_jobs.protocol.mysql_xa import MySqlDsn, connect
 from eo_jobs.sinks.mysql.arrow_rows import python_rows
+from eo_jobs.sinks.mysql.contract import check_contract
 from eo_jobs.sinks.mysql.writer import Connection, MySqlWriter, table_identifier
 from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, split_dead_letters
 from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS
 
 if TYPE_CHECKING:
-    from eo_jobs.runtime.task import WriterTask
+    from eo_jobs.sinks.table_writer import TaskWrite
     from eo_jobs.spec.models import TableSink
 
 DEAD_LETTER_DDL = (
@@ -94,8 +95,6 @@ class MySqlKind:
         dead_letter_table: str | None,
     ) -> list[str]:
         """``sinks.mysql.contract.check_contract`` on the sink's table."""
-        from eo_jobs.sinks.mysql.contract import check_contract
-
         conn = connect(dsn)
         try:
             return [
@@ -113,7 +112,7 @@ class MySqlKind:
         finally:
             conn.close()
 
-    def run_task(self, task: WriterTask, batches: Iterable[Any], gid: str) -> tuple[int, int]:
+    def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
         """One writer task's XA branch from Arrow batches: ``(rows, dead letters)``; the
         batch's dead letters (first sink) go into the same branch."""
         writer = task.writer

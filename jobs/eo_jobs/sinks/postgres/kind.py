@@ -18,7 +18,7 @@ from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS, DEAD_LETTER_DDL
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 
 if TYPE_CHECKING:
-    from eo_jobs.runtime.task import WriterTask
+    from eo_jobs.sinks.table_writer import TaskWrite
     from eo_jobs.spec.models import TableSink
 
 
@@ -133,7 +133,7 @@ class PostgresKind:
                 ]
             ]
 
-    def run_task(self, task: WriterTask, batches: Iterable[Any], gid: str) -> tuple[int, int]:
+    def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
         """One writer task's transaction from Arrow batches: ``(rows, dead letters)``."""
         writer = task.writer
         assert isinstance(writer, PostgresWriter)
