@@ -20,9 +20,11 @@ import re
 from dataclasses import dataclass
 
 import psycopg
+import pymysql
 from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.control import ForeignFenceOwnerError
+from eo_jobs.protocol.mysql_xa import error_code
 from eo_operator.planner import DRIVER_CREATABLE, FOREIGN_FENCE_OWNER
 
 SINK = "SinkReachable"
@@ -132,6 +134,8 @@ def classify(exc: BaseException, namespace: str) -> Blocker | None:
         )
     if isinstance(exc, psycopg.OperationalError):
         return _database(exc)
+    if isinstance(exc, pymysql.OperationalError):
+        return _mysql(exc)
     if isinstance(exc, ApiException):
         return _api(exc, namespace)
     return None
@@ -179,6 +183,37 @@ def _database(exc: psycopg.OperationalError) -> Blocker | None:
             "that a NetworkPolicy lets the operator's namespace reach it",
         )
     return None  # a lock timeout, a query error: not the environment, retried as before
+
+
+MYSQL_LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1251})
+"""Access denied to the database / for the user, auth plugin refusals."""
+MYSQL_UNREACHABLE = frozenset({1049, 2002, 2003, 2005, 2006, 2013, 1040, 1053})
+"""Unknown database, cannot connect, unknown host, gone away, lost, too many connections,
+server shutting down."""
+
+
+def _mysql(exc: pymysql.OperationalError) -> Blocker | None:
+    """A MySQL/MariaDB sink's connection failure, by the server's or the client's error code."""
+    code = error_code(exc)
+    message = safe_message(exc)
+    if code in MYSQL_LOGIN_REFUSED:
+        return Blocker(
+            SINK,
+            "SinkAuthFailed",
+            f"the sink database refused the credentials: {message}",
+            "correct the user/password in the DSN Secret (the operator reads it on every "
+            "retry), or GRANT the user its privileges on the sink's database",
+        )
+    if code in MYSQL_UNREACHABLE:
+        return Blocker(
+            SINK,
+            "SinkUnreachable",
+            f"the sink database does not answer: {message}",
+            "check the host, port and database in the DSN Secret (mysql://user:password@host:"
+            "3306/database), that MySQL/MariaDB runs, and that a NetworkPolicy lets the "
+            "operator's namespace reach it",
+        )
+    return None
 
 
 _LOGIN_REFUSED = (

@@ -13,7 +13,9 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from eo_jobs.protocol import databases
 from eo_jobs.protocol.gid import pipeline_prefix
+from eo_jobs.protocol.mysql_xa import MySqlDsn
 from eo_jobs.protocol.recovery import RecoveryReport, Resolution, distinct, recover, sweep
 from eo_jobs.sinks.postgres.binding import Bound, bind
 from eo_jobs.spec.models import CredentialRef, Pipeline
@@ -48,12 +50,16 @@ def database_label(dsn: str) -> str:
     """``host:port`` of the server a DSN names (libpq's defaults filled in), for metrics.
 
     Prepared transactions and their cap are per server, so this groups every sink that shares
-    one ``max_prepared_transactions``. Only the address: never the user or the password. A DSN
-    libpq cannot parse gets "" (no label: the alert then falls back to one per sink).
+    one ``max_prepared_transactions`` (MySQL: one server's InnoDB undo slots). Only the
+    address: never the user or the password. A DSN that does not parse gets "" (no label: the
+    alert then falls back to one per sink).
     """
     try:
+        if databases.kind(dsn) == "mysql":
+            target = MySqlDsn.parse(dsn)
+            return f"{target.host}:{target.port}"
         params = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
+    except (psycopg.ProgrammingError, ValueError):
         return ""
     host = params.get("host") or params.get("hostaddr") or "localhost"
     return f"{host}:{params.get('port') or 5432}"

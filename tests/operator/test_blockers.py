@@ -6,10 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pymysql
 import pytest
 
 from eo_jobs.pgserver import free_port
+from eo_jobs.protocol.mysql_xa import connect
 from eo_operator.blockers import REASONS, classify, redact, safe_message
+from tests.support.mariadb import MariaDbServer
 
 SECRET = "hunter2-very-secret"
 
@@ -40,7 +43,7 @@ def test_a_refused_connection_is_unreachable_and_keeps_no_password() -> None:
     error = _error(f"host=127.0.0.1 port={free_port()} user=eo password={SECRET} dbname=x")
     blocker = classify(error, "ns")
     assert blocker is not None and blocker.reason == "SinkUnreachable"
-    assert SECRET not in blocker.text
+    assert SECRET not in blocker.message
 
 
 def test_password_forms_are_scrubbed() -> None:
@@ -57,4 +60,34 @@ def test_a_login_the_server_refuses_is_an_auth_failure_without_the_password(pg_d
     dsn = f"host={params['host']} port={params['port']} user=nobody password={SECRET} dbname=x"
     blocker = classify(_error(dsn), "ns")
     assert blocker is not None and blocker.reason == "SinkAuthFailed"
-    assert SECRET not in blocker.text
+    assert SECRET not in blocker.message
+
+
+def _mysql_error(dsn: str) -> pymysql.Error:
+    with pytest.raises(pymysql.Error) as caught:
+        connect(dsn, connect_timeout=5).close()
+    return caught.value
+
+
+def test_a_mysql_sink_that_does_not_answer_is_unreachable_without_the_password() -> None:
+    blocker = classify(_mysql_error(f"mysql://eo:{SECRET}@127.0.0.1:{free_port()}/x"), "ns")
+    assert blocker is not None and blocker.reason == "SinkUnreachable"
+    assert SECRET not in blocker.message and "3306/database" in blocker.fix
+
+
+def test_a_mysql_login_the_server_refuses_is_an_auth_failure_without_the_password(
+    mariadb_server: MariaDbServer,
+) -> None:
+    dsn = f"mysql://nobody:{SECRET}@127.0.0.1:{mariadb_server.port}/mysql"
+    blocker = classify(_mysql_error(dsn), "ns")
+    assert blocker is not None and blocker.reason == "SinkAuthFailed"
+    assert SECRET not in blocker.message
+
+
+def test_a_mysql_database_that_does_not_exist_is_unreachable(
+    mariadb_server: MariaDbServer,
+) -> None:
+    dsn = f"mysql://root@127.0.0.1:{mariadb_server.port}/no_such_database"
+    blocker = classify(_mysql_error(dsn), "ns")
+    assert blocker is not None and blocker.reason == "SinkUnreachable"
+    assert "no_such_database" in blocker.message

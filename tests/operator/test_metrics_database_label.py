@@ -100,6 +100,8 @@ def test_two_pipelines_on_one_server_export_the_same_database_label_without_cred
         ("host=10.0.0.7 port=5433 dbname=ledger user=eo password=secret", "10.0.0.7:5433"),
         ("hostaddr=10.0.0.8 dbname=ledger password=secret", "10.0.0.8:5432"),
         ("dbname=ledger", "localhost:5432"),
+        ("mysql://eo:secret@mysql.shop.svc:3307/ledger", "mysql.shop.svc:3307"),
+        ("mariadb://eo@mariadb.shop.svc/ledger", "mariadb.shop.svc:3306"),
     ],
 )
 def test_the_label_is_the_server_of_the_dsn_in_either_syntax(dsn: str, label: str) -> None:
