@@ -14,10 +14,12 @@ test_writer_refusals.py``): a failed multi-row ``INSERT`` leaves none of its row
 fail the XA branch it runs in, so the writer can write the same rows again in smaller pieces.
 
 A refused row goes to a callback, ``RefusedRows``: ``refused(row, refusal)``, called once per
-refused row, in input order within a statement, before the branch is prepared. The writer
-keeps every other row. ``dead_letters.DeadLetters.refused`` is the callback that turns the row
-into a dead letter in the same branch; without a callback, the first refusal fails the write
-with ``RefusedRecordError``, which names the table, the column, the error and the batch.
+refused row before the branch is prepared: the rows the server refuses in input order, a
+value the client cannot send (NaN) as soon as it is met, before the statement it would have
+joined. The writer keeps every other row. ``dead_letters.DeadLetters.refused`` is the
+callback that turns the row into a dead letter in the same branch; without a callback, the
+first refusal fails the write with ``RefusedRecordError``, which names the table, the column,
+the error and the batch.
 """
 
 from __future__ import annotations

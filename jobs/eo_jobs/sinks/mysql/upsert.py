@@ -8,11 +8,15 @@ later row wins; without a version column the later row wins.
 ``winners`` applies it to one task's rows first, so one statement never holds two rows of a
 key: the refusal of one row then never takes another row of its key with it, and the count is
 of distinct keys. ``on_duplicate_key`` applies it against the stored row. Every non-key
-column is assigned ``IF(<incoming wins>, VALUES(c), c)`` and the version column last:
-assignments run left to right and later ones see the earlier results, so the guard must read
-the stored version until the very end. ``VALUES(c)`` is used rather than MySQL 8.0.20's row
-alias (``INSERT ... AS new ... UPDATE c = new.c``): MariaDB 10.11 has no row alias, and MySQL
-8 still accepts ``VALUES()``, with a deprecation warning.
+column is assigned ``IF(<incoming wins>, VALUES(c), c)``, and the version column last:
+MySQL runs the assignments left to right and later ones see the earlier results. This guard
+would survive either order (once the incoming version is assigned, the guard still says the
+incoming row wins, and a losing row assigns nothing), which the tests confirm; the version
+goes last anyway so that a guard which is not stable that way stays correct.
+
+``VALUES(c)`` is used rather than MySQL 8.0.20's row alias (``INSERT ... AS new ... UPDATE
+c = new.c``): MariaDB 10.11 has no row alias, and MySQL 8 still accepts ``VALUES()``, with a
+deprecation warning.
 
 Differences from PostgreSQL's ``ON CONFLICT (keys)``, which the sink contract check covers:
 
