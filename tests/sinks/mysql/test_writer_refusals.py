@@ -259,3 +259,31 @@ def test_an_array_value_is_a_spec_error_not_a_refused_row(
             [row(1, note=[1, 2])], gid=gid(), pipeline=PIPELINE, batch_id=0
         )
     assert store.in_doubt("") == []
+
+
+def test_without_a_gid_the_rows_and_their_dead_letters_commit_in_one_transaction(
+    mariadb_db: MariaDbDatabase, store: MySqlPreparedTransactions
+) -> None:
+    """At-least-once and idempotent modes: no branch, one committed transaction."""
+    w = writer(mariadb_db, dead_letter_table=DEAD)
+    assert w.write([row(1), row(2, code="long")], gid=None, pipeline=PIPELINE, batch_id=3) == 1
+    assert store.in_doubt("") == []
+    assert ids(store) == [1]
+    assert [r[:2] for r in dead(store)] == [(PIPELINE, 3)]
+
+
+@pytest.mark.parametrize(
+    ("message", "column", "constraint"),
+    [
+        ("Check constraint 'orders_chk_1' is violated.", None, "orders_chk_1"),  # MySQL 8
+        ("CONSTRAINT `orders.qty` failed for `db`.`orders`", None, "orders.qty"),  # MariaDB
+        ("Column 'amount' cannot be null", "amount", None),
+        ("Incorrect date value: '2026-02-30' for column `d``b`.`t`.`day` at row 2", "day", None),
+        ("Duplicate entry '7' for key 'PRIMARY'", None, "PRIMARY"),
+    ],
+)
+def test_a_refusal_names_the_column_and_constraint_its_message_names(
+    message: str, column: str | None, constraint: str | None
+) -> None:
+    found = Refusal.of(pymysql.OperationalError(1, message))
+    assert (found.column, found.constraint) == (column, constraint)

@@ -78,7 +78,8 @@ _QUOTED_COLUMN = re.compile(r"[Cc]olumn '((?:[^']|'')+)'")
 _QUALIFIED_COLUMN = re.compile(r"column `(?:[^`]|``)*`\.`(?:[^`]|``)*`\.`((?:[^`]|``)+)`")
 """MariaDB's ``for column `db`.`t`.`c` at row 2``."""
 _FOREIGN_KEY = re.compile(r"CONSTRAINT `((?:[^`]|``)+)` FOREIGN KEY \(`((?:[^`]|``)+)`")
-_CONSTRAINT = re.compile(r"CONSTRAINT `((?:[^`]|``)+)`")
+_CONSTRAINT = re.compile(r"CONSTRAINT `((?:[^`]|``)+)`|[Cc]heck constraint '((?:[^']|'')+)'")
+"""MariaDB's ``CONSTRAINT `t.c` failed``, MySQL's ``Check constraint 'c' is violated``."""
 _KEY = re.compile(r"for key '((?:[^']|'')+)'")
 
 
@@ -102,7 +103,7 @@ class Refusal:
         if found := _FOREIGN_KEY.search(message):
             constraint, column = found.group(1), found.group(2)
         elif found := _CONSTRAINT.search(message) or _KEY.search(message):
-            constraint = found.group(1)
+            constraint = next(g for g in found.groups() if g is not None)
         if column is None and (
             found := _QUALIFIED_COLUMN.search(message) or _QUOTED_COLUMN.search(message)
         ):
