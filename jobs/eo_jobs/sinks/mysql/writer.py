@@ -244,7 +244,8 @@ class MySqlWriter:
         """
         if dead_letters is not None and self.dead_letter_table is None:
             raise ValueError(
-                f"dead letters for {self.table} but the writer has no dead_letter_table"
+                f"dead letters for {self.table} but the writer has no dead_letter_table: "
+                "build it with MySqlWriter(..., dead_letter_table=<table>)"
             )
         self.session(conn)
         if self.dead_letter_table is not None:
