@@ -4,6 +4,7 @@ after the decision; and a PostgreSQL sink beside a MariaDB one under one decisio
 
 from __future__ import annotations
 
+import json
 import signal
 from collections import Counter
 from pathlib import Path
@@ -160,3 +161,60 @@ def mysql_audit_rows_only(db: MariaDbDatabase, truth: harness.Truth) -> dict[str
         cur.execute("CREATE TABLE IF NOT EXISTS orders_dead_letter (x INT)")
     conn.close()
     return mysql_audit(db, truth)
+
+
+def test_a_mariadb_upsert_sink_keeps_the_highest_version_per_key_and_refused_rows_are_dead_letters(
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+) -> None:
+    """Mode upsert by merchant, versionColumn order_id, through a kill inside the tasks: each
+    merchant's row is the winner (highest order_id) of the last batch whose winner the table
+    took. The table's CHECK refuses two winners (order ids 239 and 359): they are dead letters
+    in MariaDB's dead-letter table with the server's reason, once each, and the row they would
+    have replaced stays (a lower version of the same batch never stands in for its winner)."""
+    refused_ids = (239, 359)
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE latest (merchant VARCHAR(16) PRIMARY KEY, order_id BIGINT, "
+            "amount_cents BIGINT, CONSTRAINT refusing CHECK (order_id NOT IN (239, 359))) "
+            "ENGINE=InnoDB"
+        )
+    conn.close()
+    truth = harness.write_files(tmp_path / "in", files=6, per_file=60)
+    spec = only_mysql_pipeline(tmp_path, mariadb_db)
+    text = spec.read_text().replace(
+        f"table: {mariadb_db.name}.orders,",
+        f"table: {mariadb_db.name}.latest, mode: upsert, keyColumns: [merchant], "
+        "versionColumn: order_id,",
+    )
+    spec.write_text(text)
+    env = {"MYSQL_DSN": mariadb_db.dsn}
+    fault = {"EO_FAULT_POINT": "after-some-prepared", "EO_FAULT_BATCH": "1"}
+    code, out = harness.run(spec, 1, pg_dsn, extra_env={**env, **fault})
+    assert code == -signal.SIGKILL, out
+    code, out = harness.run(spec, 2, pg_dsn, extra_env=env)
+    assert code == 0, out
+
+    # Two files of 60 records per batch: batch b holds order ids 120b .. 120b + 119.
+    expected: dict[str, tuple[int, int]] = {}
+    for batch in range(3):
+        ids = [i for i in truth.valid if 120 * batch <= i < 120 * (batch + 1)]
+        for merchant in range(5):
+            winner = max(i for i in ids if i % 5 == merchant)
+            if winner not in refused_ids:
+                expected[f"m{merchant}"] = (winner, truth.valid[winner])
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute("SELECT merchant, order_id, amount_cents FROM latest")
+        found = {str(m): (int(o), int(a)) for m, o, a in cur.fetchall()}
+        cur.execute("SELECT raw, reason FROM latest_dead_letter WHERE reason LIKE '%refusing%'")
+        letters = [(str(raw), str(reason)) for raw, reason in cur.fetchall()]
+        cur.execute("SELECT count(*) FROM latest_dead_letter")
+        (total,) = cur.fetchone() or (-1,)
+    conn.close()
+    assert found == expected
+    # Each refused winner once (the killed attempt's letters rolled back with its branch),
+    # the malformed lines once too.
+    assert sorted(json.loads(raw)["order_id"] for raw, _ in letters) == list(refused_ids)
+    assert all("4025" in reason for _, reason in letters), letters  # ER_CONSTRAINT_FAILED
+    assert total == len(refused_ids) + truth.malformed

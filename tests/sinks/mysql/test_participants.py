@@ -18,6 +18,7 @@ from eo_jobs.protocol.gid import Gid, pipeline_prefix
 from eo_jobs.protocol.mysql_xa import BranchAttachedError, MySqlPreparedTransactions
 from eo_jobs.protocol.participants import Outcome
 from eo_jobs.protocol.recovery import distinct
+from eo_jobs.sinks.mysql.refusals import RefusedRecordError
 from eo_jobs.sinks.mysql.writer import MySqlWriter
 from tests.support.mariadb import MariaDbDatabase, connection_id, wait_disconnected
 
@@ -141,8 +142,9 @@ def test_a_failed_write_rolls_its_branch_back_and_leaves_the_connection_clean(
     w = writer(mariadb_db)
     conn = w.connect()
     try:
-        with pytest.raises(pymysql.IntegrityError):
+        with pytest.raises(RefusedRecordError) as failed:
             w.write_on(conn, [(1, 1), (1, 2)], gid=gid(task=0), pipeline=PIPELINE, batch_id=0)
+        assert isinstance(failed.value.__cause__, pymysql.IntegrityError)
         assert listed(store) == []
         w.write_on(conn, [(3, 3)], gid=gid(task=1), pipeline=PIPELINE, batch_id=0)
     finally:

@@ -9,7 +9,7 @@ one task's records). The table is eo's: created on first use, utf8mb4, InnoDB.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -17,34 +17,36 @@ import pymysql
 from eo_jobs.protocol.mysql_xa import MySqlDsn, connect
 from eo_jobs.sinks.mysql.arrow_rows import python_rows
 from eo_jobs.sinks.mysql.contract import check_contract
-from eo_jobs.sinks.mysql.writer import Connection, MySqlWriter, table_identifier
-from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, split_dead_letters
-from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS
+from eo_jobs.sinks.mysql.dead_letters import DeadLetters, ensure_dead_letter_table
+from eo_jobs.sinks.mysql.refusals import Refusal, RefusedRows
+from eo_jobs.sinks.mysql.writer import MySqlWriter
+from eo_jobs.sinks.postgres.arrow_copy import DeadLetters as ArrowLetters
+from eo_jobs.sinks.postgres.arrow_copy import split_dead_letters
+from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS, RefusedRecordError
 
 if TYPE_CHECKING:
     from eo_jobs.sinks.table_writer import TaskWrite
     from eo_jobs.spec.models import TableSink
 
-DEAD_LETTER_DDL = (
-    "CREATE TABLE IF NOT EXISTS {} (pipeline VARCHAR(512) NOT NULL, batch_id BIGINT NOT NULL, "
-    "raw LONGTEXT, reason TEXT NOT NULL, "
-    "recorded_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) "
-    "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
-)
-"""The dead-letter table, made by eo when it does not exist (the PostgreSQL one's columns)."""
+
+def letters_table(table: str) -> str:
+    """The dead-letter table in a MySQL sink's own database: the last part of the spec's name.
+
+    ``spec.deadLetter.table`` (default: the first sink's table + ``_dead_letter``) is one name
+    for every database that holds dead letters: ``public.orders_dead_letter`` when the first
+    sink is PostgreSQL. A MySQL sink writes its refused rows inside its own XA branch, so into
+    its own database (the DSN's), whatever the name's first part says.
+    """
+    return table.rpartition(".")[2]
 
 
-@dataclass(frozen=True)
-class LetterInsert:
-    """Writes collected dead letters on a writer's connection, inside its open branch."""
+def fail_refused(table: str, batch_id: int) -> RefusedRows:
+    """``onRefusedRecord: fail``: a refused row fails the task, naming the batch and why."""
 
-    letters: DeadLetters[MySqlWriter]
+    def fail(_row: Sequence[Any], refusal: Refusal) -> None:
+        raise RefusedRecordError(refusal.failure(table, batch_id))
 
-    def __call__(self, conn: Connection) -> None:
-        if self.letters.rows:
-            writer = self.letters.writer
-            with conn.cursor() as cur:
-                cur.executemany(writer.insert_sql, self.letters.rows)
+    return fail
 
 
 class MySqlKind:
@@ -73,15 +75,15 @@ class MySqlKind:
         )
 
     def dead_letter_writer(self, dsn: str, table: str) -> MySqlWriter:
-        """The writer of the dead-letter table ``table`` in ``dsn``'s database."""
-        return MySqlWriter(dsn=dsn, table=table, columns=DEAD_LETTER_COLUMNS)
+        """The writer of the dead-letter table ``table`` in ``dsn``'s database
+        (``letters_table``)."""
+        return MySqlWriter(dsn=dsn, table=letters_table(table), columns=DEAD_LETTER_COLUMNS)
 
     def ensure_dead_letter_table(self, dsn: str, table: str) -> None:
         """Create the dead-letter table if missing (DDL: never inside an XA branch)."""
         conn = connect(dsn)
         try:
-            with conn.cursor() as cur:
-                cur.execute(DEAD_LETTER_DDL.format(table_identifier(table)))
+            ensure_dead_letter_table(conn, letters_table(table))
         finally:
             conn.close()
 
@@ -113,25 +115,41 @@ class MySqlKind:
             conn.close()
 
     def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
-        """One writer task's XA branch from Arrow batches: ``(rows, dead letters)``; the
-        batch's dead letters (first sink) go into the same branch."""
+        """One writer task's XA branch from Arrow batches: ``(rows, dead letters)``.
+
+        The batch's own dead letters (records that did not parse or transform: the first
+        sink's tasks) and the rows the table refuses (``onRefusedRecord: deadLetter``) go to
+        the dead-letter table of the sink's database, inside the same branch.
+        """
         writer = task.writer
         assert isinstance(writer, MySqlWriter)
-        dead = None
-        if task.dead_letters is not None:
-            assert isinstance(task.dead_letters, MySqlWriter)
-            dead = DeadLetters(task.dead_letters, task.pipeline, task.batch_id)
-        rows = python_rows(split_dead_letters(batches, writer.columns, dead))
+        batch_dead = task.dead_letters
+        refused_to = task.refused_letters()
+        letters_at = next((w.table for w in (refused_to, batch_dead) if w is not None), None)
+        collected = None
+        if batch_dead is not None:
+            collected = ArrowLetters(batch_dead, task.pipeline, task.batch_id)
+        rows = python_rows(split_dead_letters(batches, writer.columns, collected))
+        letters = None
+        if letters_at is not None:
+            # One list for both: the Arrow split appends the batch's dead letters to it while
+            # the writer reads the rows, the writer appends refused rows, then writes them all.
+            shared = collected.rows if collected is not None else []
+            letters = DeadLetters(
+                task.pipeline, task.batch_id, writer.table, writer.columns, shared
+            )
+        fail = None if refused_to is not None else fail_refused(writer.table, task.batch_id)
         conn = writer.connect()
         try:
-            count = writer.write_on(
+            count = replace(writer, dead_letter_table=letters_at).write_on(
                 conn,
                 rows,
                 gid=gid if task.two_phase else None,
                 pipeline=task.pipeline,
                 batch_id=task.batch_id,
-                also=None if dead is None else LetterInsert(dead),
+                refused=fail,
+                dead_letters=letters,
             )
         finally:
             conn.close()
-        return count, 0 if dead is None else len(dead.rows)
+        return count, 0 if letters is None else len(letters.rows)
