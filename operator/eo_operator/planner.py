@@ -5,9 +5,14 @@ edge of the state machine is a unit test. The rules, in the order they are check
 
 | # | observation | plan |
 | --- | --- | --- |
-| 1 | spec invalid, a driver Pending/Running | keep it on the last spec it started with; |
-|  |  | reason InvalidSpec, a warning event per new error |
-|  | spec invalid, no live driver | phase Failed (InvalidSpec) |
+| 1 | spec invalid, a last good spec (``last_good``: | rules 2-14 with that spec in its place, |
+|  | the spec ConfigMap a driver was launched from) | but no rule 6: a live driver keeps it |
+|  |  | (reason InvalidSpec, a warning event per |
+|  |  | new error); a failed, lost, hung one goes |
+|  |  | the failure path and is relaunched from |
+|  |  | it (``LastGoodSpec`` event) |
+|  | spec invalid, no last good spec, a live driver | keep it; reason InvalidSpec, event |
+|  | spec invalid, no last good spec, no live driver | phase Failed (InvalidSpec) |
 | 2 | driver lost: its node not Ready past the node-lost | recover (fence), force-delete, restart |
 |  | grace, stuck Terminating, or phase Unknown | (counted once per lost pod; under suspend: |
 |  |  | no restart, no launch) |
@@ -197,6 +202,21 @@ class Transition:
 
 
 @dataclass(frozen=True)
+class LastGood:
+    """The last spec eo launched a driver with (its spec ConfigMap), for an object whose spec
+    eo refuses: what a failed driver is relaunched from (rule 1)."""
+
+    spec: PipelineSpec
+    """The ConfigMap's spec, with ``suspend`` as the object says (the API server's schema keeps
+    that a boolean whatever else is wrong): a suspend is honoured while the spec is refused."""
+    spec_hash: str
+    """``resources.spec_hash`` of that spec and the driver image."""
+    generation: int | None
+    """The metadata.generation it was launched from (the ConfigMap's eo.dev/generation
+    annotation, else status.driverGeneration); None when neither says."""
+
+
+@dataclass(frozen=True)
 class Memory:
     """Operator bookkeeping kept in status between reconciles."""
 
@@ -262,6 +282,10 @@ class Observation:
     """The epoch of the newest batch in the decision log, as this operator process last read it
     (its health pass); None before it read one. Equal to the driver's epoch, it says that
     driver decided a batch since its launch (an epoch is handed to one driver only)."""
+    last_good: LastGood | None = None
+    """With ``spec`` None (refused): the last spec a driver was launched with, if any (rule 1).
+    The planner then plans with it in ``spec``'s place and keeps ``spec_error``: a spec with a
+    ``spec_error`` is a stand-in for a refused one, and is never a spec change (rule 6)."""
 
 
 class Kind(enum.StrEnum):
@@ -366,14 +390,90 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
         # next pass (deleted after it exited, or force-deleted with its node) while its epoch
         # must still never be handed to another driver.
         obs = replace(obs, memory=replace(obs.memory, epoch=pod.epoch))
+    refused = obs if obs.spec is None and obs.last_good is not None else None
+    if refused is not None:
+        obs = _standing_in(refused)
     before = obs.memory
     obs, cleanup = _set_aside_failed(obs)
     result = _decide(obs, rng)
+    if refused is not None:
+        result = _on_last_good(refused, result)
     memory = stable(obs, pod, result.memory)
     memory = recorded(before, replace(result, memory=memory), obs.now)
     return replace(
         result, memory=memory, actions=[*cleanup, *result.actions, *prune_failed(obs, result)]
     )
+
+
+def _standing_in(obs: Observation) -> Observation:
+    """Rule 1 with a last good spec: the observation with that spec in the refused one's place.
+
+    Its generation stands in too, so a failure under it is recorded against the generation
+    that runs (``failed_generation``): another refused edit is no fix (it resets no restart
+    budget and lifts no Failed), a valid edit is. ``spec_error`` stays, which turns rule 6 off:
+    the running driver's spec is what eo has, whatever its hash says (an operator upgrade's job
+    image, an older hash formula).
+    """
+    last = obs.last_good
+    assert last is not None
+    return replace(
+        obs,
+        spec=last.spec,
+        spec_hash=last.spec_hash,
+        legacy_spec_hashes=frozenset(),
+        generation=obs.generation if last.generation is None else last.generation,
+    )
+
+
+def good_spec(last: LastGood) -> str:
+    """How status and events name the last good spec."""
+    which = "" if last.generation is None else f"generation {last.generation}, "
+    return f"the last good spec ({which}spec hash {last.spec_hash})"
+
+
+def _on_last_good(refused: Observation, result: Plan) -> Plan:
+    """Rule 1 with a last good spec: what rules 2-14 planned with it, said to be that.
+
+    A driver that keeps running (rule 8, nothing done) has reason InvalidSpec and a warning
+    event per new error, as before; any other plan (a failure counted, a backoff, a relaunch, a
+    stop) keeps its reason, and its message adds that the object's spec is refused and which
+    spec runs instead. A relaunch from the last good spec is a ``LastGoodSpec`` warning event.
+    """
+    last = refused.last_good
+    assert last is not None
+    before, mem = refused.memory, result.memory
+    error = refused.spec_error or "invalid spec"
+    good = good_spec(last)
+    acts = {a.kind for a in result.actions}
+    if mem.phase in (Phase.RUNNING, Phase.STARTING) and not acts & {
+        Kind.RECOVER,
+        Kind.LAUNCH,
+        Kind.DELETE_POD,
+        Kind.FORCE_DELETE_POD,
+    }:
+        kept = f"{error} (the driver keeps running the last valid spec it started with: {good})"
+        events = (
+            [_event("InvalidSpec", kept, warning=True)]
+            if before.reason != "InvalidSpec" or before.message != kept
+            else []
+        )
+        memory = replace(mem, reason="InvalidSpec", message=kept)
+        return replace(result, memory=memory, actions=[*result.actions, *events])
+    said = (
+        f"the object's spec (generation {refused.generation}) is refused: {error}; "
+        f"eo runs {good} until a valid edit"
+    )
+    memory = replace(mem, message=f"{mem.message}; {said}" if mem.message else said)
+    launch = next((a for a in result.actions if a.kind is Kind.LAUNCH), None)
+    if launch is None:
+        return replace(result, memory=memory)
+    event = _event(
+        "LastGoodSpec",
+        f"driver relaunched with epoch {launch.epoch} from {good}: the object's spec "
+        f"(generation {refused.generation}) is refused: {error}",
+        warning=True,
+    )
+    return replace(result, memory=memory, actions=[*result.actions, event])
 
 
 def stable(obs: Observation, pod: DriverPod | None, memory: Memory) -> Memory:
@@ -467,12 +567,14 @@ def last_line(message: str) -> str:
 
 
 def _last_good_spec(mem: Memory, message: str) -> Plan:
-    """Rule 1 with a live driver: an edit the API server took but eo refuses stops nothing.
+    """Rule 1 with a live driver but no last good spec known (its ConfigMap is gone): an edit
+    the API server took but eo refuses stops nothing.
 
-    The driver runs the spec it was launched with (its ConfigMap; no other is written until a
-    valid spec launches one), so it keeps the last good spec, as FKO's users have it; status
-    says SpecValid=False with the reason, and a warning event is sent per new error. A valid
-    edit later is a spec change like any (rule 6); a revert to the running spec is none.
+    The driver runs the spec it was launched with, so it keeps it, as FKO's users have it;
+    status says SpecValid=False with the reason, and a warning event is sent per new error. A
+    valid edit later is a spec change like any (rule 6); a revert to the running spec is none.
+    With the ConfigMap there (the usual case) ``_on_last_good`` says the same, and a failed
+    driver is relaunched from it instead of ending in Failed.
     """
     kept = f"{message} (the driver keeps running the last valid spec it started with)"
     actions = (
@@ -484,7 +586,8 @@ def _last_good_spec(mem: Memory, message: str) -> Plan:
 
 
 def _invalid(obs: Observation) -> Plan:
-    """Rule 1: the spec is invalid."""
+    """Rule 1: the spec is invalid and there is no last good spec (the first spec was already
+    refused, or the spec ConfigMap was deleted): a driver that is gone stays gone (Failed)."""
     mem, pod = obs.memory, obs.driver
     message = obs.spec_error or "invalid spec"
     if pod is not None and pod.deleting_since is None and not pod.terminated:
@@ -507,7 +610,7 @@ def _invalid(obs: Observation) -> Plan:
 
 
 def _decide(obs: Observation, rng: random.Random) -> Plan:
-    # 1. invalid spec
+    # 1. invalid spec, and no last good spec to stand in (``plan``)
     if obs.spec is None:
         return _invalid(obs)
     spec = obs.spec
@@ -581,8 +684,9 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     if pod is not None and pod.phase in ("Pending", "Running"):
         if pod.deleting_since is not None:
             return Plan(replace(mem, phase=Phase.STOPPING), [], 2.0)
-        # 6. spec change: stop at a batch boundary, relaunch when gone
-        if _spec_changed(pod, obs):
+        # 6. spec change: stop at a batch boundary, relaunch when gone; never while the spec
+        # is refused (``spec_error``: ``spec`` is the last good one, standing in)
+        if obs.spec_error is None and _spec_changed(pod, obs):
             return Plan(
                 replace(
                     mem,

@@ -39,6 +39,7 @@ from eo_operator.planner import (
     Blocked,
     DriverPod,
     Kind,
+    LastGood,
     Memory,
     Observation,
     Phase,
@@ -332,9 +333,16 @@ class Reconciler:
         annotations = obj["metadata"].get("annotations") or {}
         raw_epoch = annotations.get("eo.dev/epoch", "")
         current, legacy = "", frozenset[str]()
+        last_good: LastGood | None = None
+        runs = pipeline  # what recovery, launch and health use: the spec, or the last good one
         if pipeline is not None:
             current = spec_hash(pipeline, job_image(pipeline, self.settings.job_image))
             legacy = legacy_spec_hashes(pipeline)
+        else:
+            # Refused: the spec a driver was last launched with stands in (planner rule 1).
+            found = self._last_good(obj)
+            if found is not None:
+                runs, last_good = found
         observation = Observation(
             now=datetime.now(UTC),
             generation=int(obj["metadata"].get("generation", 1)),
@@ -350,6 +358,7 @@ class Reconciler:
             node_disruption=self._disruption(driver),
             progress=self._progress((namespace, name), driver),
             decided_epoch=self._decided.get((namespace, name)),
+            last_good=last_good,
         )
         result = plan(observation)
         driver_ip = self._observe_pass(obj, result, driver, pods)
@@ -366,11 +375,11 @@ class Reconciler:
                 # here would run beside (or after) the finalizer's fence.
                 return 5.0
             obj = patched
-        if pipeline is not None:
-            acted = self._act_or_block(obj, pipeline, result, observation)
+        if runs is not None:
+            acted = self._act_or_block(obj, runs, result, observation)
             if acted is None:
                 return result.requeue_seconds
-            self._health(acted, pipeline, result.memory, driver, driver_ip)
+            self._health(acted, runs, result.memory, driver, driver_ip)
         else:
             for action in result.actions:
                 self._simple(obj, action)
@@ -524,7 +533,8 @@ class Reconciler:
                 if obj["metadata"].get("deletionTimestamp"):
                     log.info("%s: being deleted; not launching", pipeline.key)
                     break
-                obj = self._launch(obj, pipeline, action.epoch)
+                standing_in = obs.last_good if obs.spec is None else None
+                obj = self._launch(obj, pipeline, action.epoch, standing_in)
             else:
                 self._simple(obj, action)
         return obj
@@ -632,12 +642,22 @@ class Reconciler:
         log.warning("%s", message)
         return self.kube.remove_annotation(obj, ADOPT_ANNOTATION) or obj
 
-    def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> dict[str, Any]:
+    def _launch(
+        self,
+        obj: dict[str, Any],
+        pipeline: Pipeline,
+        epoch: int,
+        last_good: LastGood | None = None,
+    ) -> dict[str, Any]:
         """Create the driver of ``epoch``, recording the epoch in status *before* the pod.
 
         Once a pod create was sent, its epoch is spent: the pod may run (on a node that is
         later lost, its object force-deleted) even if this operator dies before the next line.
         With status.epoch written first the planner never relaunches with that epoch again.
+
+        With ``last_good`` (the object's spec is refused, ``pipeline`` is the spec ConfigMap's)
+        the ConfigMap is what the driver runs and is left as it is, and the pod carries the
+        generation that spec came from.
         """
         image = job_image(pipeline, self.settings.job_image)
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
@@ -649,7 +669,13 @@ class Reconciler:
             account,
             self.settings.node_lost_grace_seconds,
             self.settings.platform_assigns_uid,
+            None if last_good is None else last_good.generation,
         )
+        if last_good is not None and last_good.generation is None:
+            # A ConfigMap of an older operator, and no status.driverGeneration: not the object's
+            # generation, which is the refused spec's.
+            del pod["metadata"]["annotations"][ANNOTATION_GENERATION]
+        generation = pod["metadata"]["annotations"].get(ANNOTATION_GENERATION)
         obj = (
             self.kube.patch_status(
                 obj,
@@ -657,13 +683,14 @@ class Reconciler:
                     "epoch": epoch,
                     "driverPod": pod["metadata"]["name"],
                     "driverSpecHash": pod["metadata"]["labels"][LABEL_SPEC_HASH],
-                    "driverGeneration": int(pod["metadata"]["annotations"][ANNOTATION_GENERATION]),
+                    "driverGeneration": None if generation is None else int(generation),
                     "lastLaunchTime": datetime.now(UTC).isoformat(),
                 },
             )
             or obj
         )
-        self.kube.apply(spec_configmap(pipeline, obj))
+        if last_good is None:
+            self.kube.apply(spec_configmap(pipeline, obj))
         self.kube.apply(driver_service(pipeline, obj))
         self.kube.apply(pod)
         if os.environ.get(FAULT_ENV) == "after-launch":
@@ -859,7 +886,8 @@ class Reconciler:
         self._commits.pop((namespace, name), None)
         self._decided.pop((namespace, name), None)
         if pipeline is None:
-            pipeline = self._last_launched(obj)
+            launched = self._last_launched(obj)
+            pipeline = None if launched is None else launched[0]
         if pipeline is None:
             return "invalid spec and no driver ever launched: nothing to resolve"
         return clean_up_sinks(
@@ -878,18 +906,45 @@ class Reconciler:
         self.metrics.finalized_without_sink(namespace, name)
         self.kube.operator_event("FinalizedWithoutSink", message, warning=True)
 
-    def _last_launched(self, obj: dict[str, Any]) -> Pipeline | None:
-        """The spec the last driver ran with (its ConfigMap), for an object whose spec does not
-        parse any more: that driver may have left prepared transactions (its grace can expire
-        mid-batch), and they are resolved with the sinks it wrote to."""
+    def _last_launched(self, obj: dict[str, Any]) -> tuple[Pipeline, int | None] | None:
+        """The spec the last driver ran with (its ConfigMap) and the generation it came from
+        (the ConfigMap's annotation, else status.driverGeneration), for an object whose spec
+        does not parse any more: that driver may have left prepared transactions (its grace
+        can expire mid-batch), and they are resolved with the sinks it wrote to; a driver that
+        fails is relaunched from it (``_last_good``). None when there is no such ConfigMap, or
+        this operator refuses its spec too."""
         meta = obj["metadata"]
-        data = self.kube.config_map_data(meta["namespace"], spec_configmap_name(meta["name"]))
-        if not data or SPEC_KEY not in data:
+        found = self.kube.config_map(meta["namespace"], spec_configmap_name(meta["name"]))
+        if found is None or SPEC_KEY not in found[0]:
             return None
+        data, notes = found
         document = yaml.safe_load(data[SPEC_KEY])
+        if not isinstance(document, dict):
+            return None
         document["metadata"] = {**document.get("metadata", {}), **meta}
         pipeline, _ = parse(document)
-        return pipeline
+        if pipeline is None:
+            return None
+        text = notes.get(ANNOTATION_GENERATION, "")
+        recorded = (obj.get("status") or {}).get("driverGeneration")
+        if text.isdigit():
+            return pipeline, int(text)
+        return pipeline, recorded if isinstance(recorded, int) else None
+
+    def _last_good(self, obj: dict[str, Any]) -> tuple[Pipeline, LastGood] | None:
+        """The last good spec of an object whose spec is refused (``planner.LastGood``): the
+        last launched one, with ``suspend`` as the object says, so that a suspend asked for in
+        the same (or a later) refused edit still stops the driver."""
+        launched = self._last_launched(obj)
+        if launched is None:
+            return None
+        pipeline, generation = launched
+        suspend = (obj.get("spec") or {}).get("suspend")
+        if isinstance(suspend, bool) and suspend != pipeline.spec.suspend:
+            spec = pipeline.spec.model_copy(update={"suspend": suspend})
+            pipeline = pipeline.model_copy(update={"spec": spec})
+        image = job_image(pipeline, self.settings.job_image)
+        return pipeline, LastGood(pipeline.spec, spec_hash(pipeline, image), generation)
 
 
 def merge_patched(current: Any, patch: Any) -> Any:

@@ -21,6 +21,7 @@ from eo_operator.planner import (
     Phase,
     Stable,
     Transition,
+    good_spec,
 )
 
 
@@ -222,12 +223,15 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
         status["driverSpecHash"] = obs.driver.spec_hash or None
         status["driverGeneration"] = obs.driver.generation
     conds = {"conditions": current.get("conditions") or []}
+    refused = obs.spec_error or "invalid"
+    if obs.last_good is not None:
+        refused = f"{refused}; eo runs {good_spec(obs.last_good)} until a valid edit"
     conds["conditions"] = conditions(
         conds,
         "SpecValid",
         obs.spec is not None,
         "Valid" if obs.spec is not None else "InvalidSpec",
-        "spec accepted" if obs.spec is not None else obs.spec_error or "invalid",
+        "spec accepted" if obs.spec is not None else refused,
     )
     ready = memory.phase is Phase.RUNNING
     conds["conditions"] = conditions(
