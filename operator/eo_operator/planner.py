@@ -13,6 +13,11 @@ edge of the state machine is a unit test. The rules, in the order they are check
 |  |  | it (``LastGoodSpec`` event) |
 |  | spec invalid, no last good spec, a live driver | keep it; reason InvalidSpec, event |
 |  | spec invalid, no last good spec, no live driver | phase Failed (InvalidSpec) |
+| 1b | rolled back (``Memory.rolled_back``) and not | rules 2-14 with the last stable spec |
+|  | edited since; or restartPolicy.rollbackAfter- | (``stable_spec``) in the object's place, |
+|  | Seconds passed since the new spec's first launch | rule 6 against it: its driver is stopped |
+|  | (``Memory.rollout``) and it is not stable | and that spec relaunched; reason and |
+|  | (``_rollback``) | condition RolledBack, a Warning event |
 | 2 | driver lost: its node not Ready past the node-lost | recover (fence), force-delete, restart |
 |  | grace, stuck Terminating, or phase Unknown | (counted once per lost pod; under suspend: |
 |  |  | no restart, no launch) |
@@ -190,6 +195,27 @@ class Stable:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """The spec hash last launched and when it first was (status.rollout): the clock of
+    ``restartPolicy.rollbackAfterSeconds``."""
+
+    spec_hash: str
+    generation: int | None
+    since: datetime
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """An automatic rollback in force (status.rolledBack) until the generation changes."""
+
+    from_generation: int
+    from_spec_hash: str
+    to_generation: int | None
+    to_spec_hash: str
+    time: datetime
+
+
+@dataclass(frozen=True)
 class Transition:
     """A change of phase or reason (an entry of status.history)."""
 
@@ -244,6 +270,11 @@ class Memory:
     """The last spec a driver ran stable with (``stable``); never cleared."""
     history: tuple[Transition, ...] = ()
     """The newest ``HISTORY_MAX`` changes of phase or reason, oldest first (``recorded``)."""
+    rollout: Rollout | None = None
+    """The spec hash last launched while not the last stable one, since its first launch."""
+    rolled_back: RolledBack | None = None
+    """A rollback to the last stable spec (``restartPolicy.rollbackAfterSeconds``): while the
+    generation is still ``from_generation`` the last stable spec runs instead."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +313,10 @@ class Observation:
     """The epoch of the newest batch in the decision log, as this operator process last read it
     (its health pass); None before it read one. Equal to the driver's epoch, it says that
     driver decided a batch since its launch (an epoch is handed to one driver only)."""
+    stable_spec: LastGood | None = None
+    """The last stable spec's content (the operator's copy of it, its stable ConfigMap), read
+    while an automatic rollback may be due or is in force; its ``spec_hash`` is that of
+    ``memory.last_stable`` when it is the copy of that spec."""
     last_good: LastGood | None = None
     """With ``spec`` None (refused): the last spec a driver was launched with, if any (rule 1).
     The planner then plans with it in ``spec``'s place and keeps ``spec_error``: a spec with a
@@ -390,14 +425,22 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
         # next pass (deleted after it exited, or force-deleted with its node) while its epoch
         # must still never be handed to another driver.
         obs = replace(obs, memory=replace(obs.memory, epoch=pod.epoch))
-    refused = obs if obs.spec is None and obs.last_good is not None else None
-    if refused is not None:
-        obs = _standing_in(refused)
     before = obs.memory
+    refused = obs if obs.spec is None and obs.last_good is not None else None
+    rolled: Observation | None = None
+    if refused is not None:
+        assert refused.last_good is not None
+        obs = _standing_in(refused, refused.last_good)
+    elif obs.spec is not None:
+        obs, rolled = _rollback(obs)
     obs, cleanup = _set_aside_failed(obs)
     result = _decide(obs, rng)
     if refused is not None:
         result = _on_last_good(refused, result)
+    elif rolled is not None:
+        result = _on_rollback(rolled, before, result)
+    else:
+        result = replace(result, memory=_rolling_out(obs, result))
     memory = stable(obs, pod, result.memory)
     memory = recorded(before, replace(result, memory=memory), obs.now)
     return replace(
@@ -405,17 +448,17 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
     )
 
 
-def _standing_in(obs: Observation) -> Observation:
-    """Rule 1 with a last good spec: the observation with that spec in the refused one's place.
+def _standing_in(obs: Observation, last: LastGood) -> Observation:
+    """The observation with ``last`` in the object's spec's place: the last good spec for a
+    refused one (rule 1), the last stable spec after a rollback (``_rollback``).
 
     Its generation stands in too, so a failure under it is recorded against the generation
     that runs (``failed_generation``): another refused edit is no fix (it resets no restart
-    budget and lifts no Failed), a valid edit is. ``spec_error`` stays, which turns rule 6 off:
-    the running driver's spec is what eo has, whatever its hash says (an operator upgrade's job
-    image, an older hash formula).
+    budget and lifts no Failed), a valid edit is. For a refused spec ``spec_error`` stays,
+    which turns rule 6 off: the running driver's spec is what eo has, whatever its hash says
+    (an operator upgrade's job image, an older hash formula). After a rollback rule 6 compares
+    with the last stable spec: the driver of the rolled-back spec is stopped.
     """
-    last = obs.last_good
-    assert last is not None
     return replace(
         obs,
         spec=last.spec,
@@ -474,6 +517,96 @@ def _on_last_good(refused: Observation, result: Plan) -> Plan:
         warning=True,
     )
     return replace(result, memory=memory, actions=[*result.actions, event])
+
+
+def _rollback(obs: Observation) -> tuple[Observation, Observation | None]:
+    """The automatic rollback (``restartPolicy.rollbackAfterSeconds``): the observation to plan
+    with, and the original one when the last stable spec stands in for the object's.
+
+    In force (``memory.rolled_back``) while the generation is the one rolled back from: it is
+    not retried against that generation (no flapping), and any edit ends it (a revert to the
+    last stable spec too, which then restarts nothing). Due when the object's spec is not the
+    last stable one, its first launch (``memory.rollout``) is older than the bound, and its
+    driver is not stable by now (``stable``); never under suspend, and never without the last
+    stable spec's content (``stable_spec``), which a spec that never ran stable has not.
+    """
+    mem, spec = obs.memory, obs.spec
+    assert spec is not None
+    done = mem.rolled_back
+    if done is not None and done.from_generation != obs.generation:
+        # Edited since: the user's new spec is tried (and has its own rollout clock).
+        return replace(obs, memory=replace(mem, rolled_back=None)), None
+    held = obs.stable_spec
+    if done is not None:
+        if held is None or held.spec_hash != done.to_spec_hash:
+            # Its copy is gone (deleted by hand): the object's spec runs rather than nothing,
+            # and status stops saying it is rolled back.
+            return replace(obs, memory=replace(mem, rolled_back=None)), None
+        return _standing_in(obs, held), obs
+    bound = spec.restart_policy.rollback_after_seconds
+    last = stable(obs, obs.driver, mem).last_stable
+    out = mem.rollout
+    if (
+        bound is None
+        or spec.suspend
+        or last is None
+        or held is None
+        or held.spec_hash != last.spec_hash
+        or obs.spec_hash in (last.spec_hash, *obs.legacy_spec_hashes)
+        or out is None
+        or out.spec_hash != obs.spec_hash
+        or obs.now - out.since <= timedelta(seconds=bound)
+    ):
+        return obs, None
+    rolled = RolledBack(obs.generation, obs.spec_hash, held.generation, held.spec_hash, obs.now)
+    memory = replace(mem, rolled_back=rolled, rollout=None)
+    standing = _standing_in(replace(obs, memory=memory), held)
+    return standing, replace(obs, memory=memory)
+
+
+def _on_rollback(rolled: Observation, before: Memory, result: Plan) -> Plan:
+    """A plan made with the last stable spec standing in (``_rollback``), said as a rollback:
+    reason RolledBack when it begins and while that spec's driver runs (a failure of it keeps
+    its own reason), the message names both specs, a Warning RolledBack event at the start."""
+    done = rolled.memory.rolled_back
+    spec = rolled.spec
+    assert done is not None and spec is not None
+    bound = spec.restart_policy.rollback_after_seconds
+    to = "" if done.to_generation is None else f"generation {done.to_generation}, "
+    said = (
+        f"generation {done.from_generation} (spec hash {done.from_spec_hash}) did not run stable "
+        f"within restartPolicy.rollbackAfterSeconds {bound}: rolled back to the last stable "
+        f"spec ({to}spec hash {done.to_spec_hash}) until the spec is edited"
+    )
+    mem = result.memory
+    acts = {a.kind for a in result.actions}
+    quiet = mem.phase in (Phase.RUNNING, Phase.STARTING) and not acts & {
+        Kind.RECOVER,
+        Kind.LAUNCH,
+        Kind.DELETE_POD,
+        Kind.FORCE_DELETE_POD,
+    }
+    first = before.rolled_back is None
+    memory = replace(
+        mem,
+        reason="RolledBack" if quiet or first else mem.reason,
+        message=f"{mem.message}; {said}" if mem.message else said,
+    )
+    actions = list(result.actions)
+    if first:
+        actions.append(_event("RolledBack", said, warning=True))
+    return replace(result, memory=memory, actions=actions)
+
+
+def _rolling_out(obs: Observation, result: Plan) -> Memory:
+    """``memory.rollout`` moved to the object's spec when this plan launches it and it is not
+    the spec already rolling out: its first launch starts the rollback clock."""
+    mem = result.memory
+    if not any(a.kind is Kind.LAUNCH for a in result.actions):
+        return mem
+    if mem.rollout is not None and mem.rollout.spec_hash == obs.spec_hash:
+        return mem
+    return replace(mem, rollout=Rollout(obs.spec_hash, obs.generation, obs.now))
 
 
 def stable(obs: Observation, pod: DriverPod | None, memory: Memory) -> Memory:

@@ -146,7 +146,18 @@ def _labels(pipeline: Pipeline) -> dict[str, str]:
     }
 
 
-def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
+def stable_configmap_name(name: str) -> str:
+    """Name of the ConfigMap holding a copy of the last stable spec of the pipeline object
+    ``name`` (``status.lastStable``): what an automatic rollback relaunches."""
+    return _dns(name, "-stable")
+
+
+def spec_configmap(
+    pipeline: Pipeline,
+    obj: dict[str, Any],
+    generation: int | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
     """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``).
 
     Fields at their default are left out, and so is ``spec.audit``, which only the operator
@@ -156,7 +167,9 @@ def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
 
     Its ``eo.dev/generation`` annotation is the metadata.generation the spec came from: while
     the object's spec is refused, this ConfigMap is the last good spec a failed driver is
-    relaunched from, with that generation (``planner.LastGood``).
+    relaunched from, with that generation (``planner.LastGood``). ``generation`` is given for
+    a spec that is not the object's (the last stable one, relaunched by a rollback); ``name``
+    for the copy of the last stable spec (``stable_configmap_name``).
     """
     document = {
         "apiVersion": API_VERSION,
@@ -170,10 +183,14 @@ def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": configmap_name(pipeline),
+            "name": name or configmap_name(pipeline),
             "namespace": pipeline.metadata.namespace,
             "labels": _labels(pipeline),
-            "annotations": {ANNOTATION_GENERATION: str(obj["metadata"].get("generation", 1))},
+            "annotations": {
+                ANNOTATION_GENERATION: str(
+                    obj["metadata"].get("generation", 1) if generation is None else generation
+                )
+            },
             "ownerReferences": [owner_reference(obj)],
         },
         "data": {SPEC_KEY: yaml.safe_dump(document, sort_keys=False)},
