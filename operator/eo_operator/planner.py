@@ -527,8 +527,10 @@ def _rollback(obs: Observation) -> tuple[Observation, Observation | None]:
     not retried against that generation (no flapping), and any edit ends it (a revert to the
     last stable spec too, which then restarts nothing). Due when the object's spec is not the
     last stable one, its first launch (``memory.rollout``) is older than the bound, and its
-    driver is not stable by now (``stable``); never under suspend, and never without the last
-    stable spec's content (``stable_spec``), which a spec that never ran stable has not.
+    driver is not stable by now (``stable``); never under suspend, never without the last
+    stable spec's content (``stable_spec``), which a spec that never ran stable has not, and
+    never before this operator process read the decision log (``decided_epoch``): after an
+    operator restart a driver that decides batches would look unstable until then.
     """
     mem, spec = obs.memory, obs.spec
     assert spec is not None
@@ -549,6 +551,7 @@ def _rollback(obs: Observation) -> tuple[Observation, Observation | None]:
     if (
         bound is None
         or spec.suspend
+        or obs.decided_epoch is None  # this process has not read the decision log yet
         or last is None
         or held is None
         or held.spec_hash != last.spec_hash

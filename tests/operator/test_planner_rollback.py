@@ -182,3 +182,9 @@ def test_a_rollback_whose_stable_copy_is_gone_ends_instead_of_running_nothing() 
     gone = plan(_new(rolled, None, stable_spec=None), RNG)
     assert gone.memory.rolled_back is None
     assert Kind.LAUNCH in _kinds(gone)  # the object's spec, as without a rollback
+
+
+def test_no_rollback_before_the_operator_read_the_decision_log() -> None:
+    """After an operator restart ``decided_epoch`` is unknown until its first health pass: a
+    new spec's driver that decides batches would look unstable, and be rolled back."""
+    assert plan(replace(_new(_memory()), decided_epoch=None), RNG).memory.rolled_back is None
