@@ -477,10 +477,11 @@ def good_spec(last: LastGood) -> str:
 def _on_last_good(refused: Observation, result: Plan) -> Plan:
     """Rule 1 with a last good spec: what rules 2-14 planned with it, said to be that.
 
-    A driver that keeps running (rule 8, nothing done) has reason InvalidSpec and a warning
-    event per new error, as before; any other plan (a failure counted, a backoff, a relaunch, a
-    stop) keeps its reason, and its message adds that the object's spec is refused and which
-    spec runs instead. A relaunch from the last good spec is a ``LastGoodSpec`` warning event.
+    A driver that keeps running (rule 8, nothing done) has reason InvalidSpec; any other plan
+    (a failure counted, a backoff, a relaunch, a stop) keeps its reason, and its message adds
+    that the object's spec is refused and which spec runs instead. Whatever the plan, a warning
+    ``InvalidSpec`` event is sent per new error (one the last status message did not carry),
+    and a relaunch from the last good spec is a ``LastGoodSpec`` warning event.
     """
     last = refused.last_good
     assert last is not None
@@ -488,6 +489,9 @@ def _on_last_good(refused: Observation, result: Plan) -> Plan:
     error = refused.spec_error or "invalid spec"
     good = good_spec(last)
     acts = {a.kind for a in result.actions}
+    events = []
+    if error not in before.message:
+        events.append(_event("InvalidSpec", f"{error}; eo runs {good}", warning=True))
     if mem.phase in (Phase.RUNNING, Phase.STARTING) and not acts & {
         Kind.RECOVER,
         Kind.LAUNCH,
@@ -495,11 +499,6 @@ def _on_last_good(refused: Observation, result: Plan) -> Plan:
         Kind.FORCE_DELETE_POD,
     }:
         kept = f"{error} (the driver keeps running the last valid spec it started with: {good})"
-        events = (
-            [_event("InvalidSpec", kept, warning=True)]
-            if before.reason != "InvalidSpec" or before.message != kept
-            else []
-        )
         memory = replace(mem, reason="InvalidSpec", message=kept)
         return replace(result, memory=memory, actions=[*result.actions, *events])
     said = (
@@ -508,15 +507,16 @@ def _on_last_good(refused: Observation, result: Plan) -> Plan:
     )
     memory = replace(mem, message=f"{mem.message}; {said}" if mem.message else said)
     launch = next((a for a in result.actions if a.kind is Kind.LAUNCH), None)
-    if launch is None:
-        return replace(result, memory=memory)
-    event = _event(
-        "LastGoodSpec",
-        f"driver relaunched with epoch {launch.epoch} from {good}: the object's spec "
-        f"(generation {refused.generation}) is refused: {error}",
-        warning=True,
-    )
-    return replace(result, memory=memory, actions=[*result.actions, event])
+    if launch is not None:
+        events.append(
+            _event(
+                "LastGoodSpec",
+                f"driver relaunched with epoch {launch.epoch} from {good}: the object's spec "
+                f"(generation {refused.generation}) is refused: {error}",
+                warning=True,
+            )
+        )
+    return replace(result, memory=memory, actions=[*result.actions, *events])
 
 
 def _rollback(obs: Observation) -> tuple[Observation, Observation | None]:

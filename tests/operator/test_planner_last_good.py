@@ -160,3 +160,21 @@ def test_the_last_good_spec_s_restart_policy_governs_the_relaunches() -> None:
         RNG,
     )
     assert (result.memory.phase, result.memory.reason) == (Phase.FAILED, "CrashLoop")
+
+
+def test_a_refused_edit_during_a_backoff_is_said_once_and_the_backoff_goes_on() -> None:
+    waiting = Memory(
+        phase=Phase.BACKOFF,
+        epoch=1,
+        restarts=1,
+        last_failure=NOW,
+        backoff_until=NOW + timedelta(seconds=30),
+        failed_generation=3,
+        message="driver p-driver-e1 exited with code 1 (Error); restart 1 in 30s",
+    )
+    result = plan(_refused(waiting, None), RNG)
+    assert result.memory.phase is Phase.BACKOFF and Kind.LAUNCH not in _kinds(result)
+    said = [a for a in result.actions if a.kind is Kind.EVENT and a.reason == "InvalidSpec"]
+    assert len(said) == 1 and said[0].warning and ERROR in said[0].message
+    again = plan(_refused(result.memory, None), RNG)
+    assert [a for a in again.actions if a.kind is Kind.EVENT] == []
