@@ -997,7 +997,8 @@ class Reconciler:
     def _spec_from(
         self, obj: dict[str, Any], config_map: str
     ) -> tuple[Pipeline, int | None] | None:
-        """The spec a ConfigMap of the pipeline holds, and the generation it came from."""
+        """The spec a ConfigMap of the pipeline holds, and the generation it came from (its
+        annotation; for the spec ConfigMap of an older operator, status.driverGeneration)."""
         meta = obj["metadata"]
         found = self.kube.config_map(meta["namespace"], config_map)
         if found is None or SPEC_KEY not in found[0]:
@@ -1011,10 +1012,12 @@ class Reconciler:
         if pipeline is None:
             return None
         text = notes.get(ANNOTATION_GENERATION, "")
-        recorded = (obj.get("status") or {}).get("driverGeneration")
         if text.isdigit():
             return pipeline, int(text)
-        return pipeline, recorded if isinstance(recorded, int) else None
+        recorded = (obj.get("status") or {}).get("driverGeneration")
+        if config_map != spec_configmap_name(meta["name"]) or not isinstance(recorded, int):
+            return pipeline, None
+        return pipeline, recorded
 
     def _last_good(self, obj: dict[str, Any]) -> tuple[Pipeline, LastGood] | None:
         """The last good spec of an object whose spec is refused (``planner.LastGood``): the
