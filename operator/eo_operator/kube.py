@@ -232,19 +232,30 @@ class Kube:
             if exc.status != 409:
                 raise
             if kind == "ConfigMap":
+                patch: dict[str, Any] = {"data": manifest["data"]}
+                annotations = manifest["metadata"].get("annotations")
+                if annotations:
+                    # The spec's generation travels with the spec (``resources.spec_configmap``).
+                    patch["metadata"] = {"annotations": annotations}
                 self.core.patch_namespaced_config_map(
-                    name, namespace, {"data": manifest["data"]}, _content_type=MERGE_PATCH
+                    name, namespace, patch, _content_type=MERGE_PATCH
                 )
 
     def config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
         """A ConfigMap's data, or None when it does not exist."""
+        found = self.config_map(namespace, name)
+        return None if found is None else found[0]
+
+    def config_map(self, namespace: str, name: str) -> tuple[dict[str, str], dict[str, str]] | None:
+        """A ConfigMap's data and annotations, or None when it does not exist."""
         try:
             found = self.core.read_namespaced_config_map(name, namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return dict(found.data or {})
+        meta = found.metadata
+        return dict(found.data or {}), dict((meta.annotations if meta else None) or {})
 
     def delete_pod(self, namespace: str, name: str, grace_seconds: int | None = None) -> None:
         """Delete a pod (graceful by default; 0 = force). Missing is fine."""

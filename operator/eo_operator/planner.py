@@ -5,9 +5,19 @@ edge of the state machine is a unit test. The rules, in the order they are check
 
 | # | observation | plan |
 | --- | --- | --- |
-| 1 | spec invalid, a driver Pending/Running | keep it on the last spec it started with; |
-|  |  | reason InvalidSpec, a warning event per new error |
-|  | spec invalid, no live driver | phase Failed (InvalidSpec) |
+| 1 | spec invalid, a last good spec (``last_good``: | rules 2-14 with that spec in its place, |
+|  | the spec ConfigMap a driver was launched from) | but no rule 6: a live driver keeps it |
+|  |  | (reason InvalidSpec, a warning event per |
+|  |  | new error); a failed, lost, hung one goes |
+|  |  | the failure path and is relaunched from |
+|  |  | it (``LastGoodSpec`` event) |
+|  | spec invalid, no last good spec, a live driver | keep it; reason InvalidSpec, event |
+|  | spec invalid, no last good spec, no live driver | phase Failed (InvalidSpec) |
+| 1b | rolled back (``Memory.rolled_back``) and not | rules 2-14 with the last stable spec |
+|  | edited since; or restartPolicy.rollbackAfter- | (``stable_spec``) in the object's place, |
+|  | Seconds passed since the new spec's first launch | rule 6 against it: its driver is stopped |
+|  | (``Memory.rollout``) and it is not stable | and that spec relaunched; reason and |
+|  | (``_rollback``) | condition RolledBack, a Warning event |
 | 2 | driver lost: its node not Ready past the node-lost | recover (fence), force-delete, restart |
 |  | grace, stuck Terminating, or phase Unknown | (counted once per lost pod; under suspend: |
 |  |  | no restart, no launch) |
@@ -185,6 +195,27 @@ class Stable:
 
 
 @dataclass(frozen=True)
+class Rollout:
+    """The spec hash last launched and when it first was (status.rollout): the clock of
+    ``restartPolicy.rollbackAfterSeconds``."""
+
+    spec_hash: str
+    generation: int | None
+    since: datetime
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """An automatic rollback in force (status.rolledBack) until the generation changes."""
+
+    from_generation: int
+    from_spec_hash: str
+    to_generation: int | None
+    to_spec_hash: str
+    time: datetime
+
+
+@dataclass(frozen=True)
 class Transition:
     """A change of phase or reason (an entry of status.history)."""
 
@@ -194,6 +225,21 @@ class Transition:
     message: str
     epoch: int | None
     """The epoch of the driver it concerns: the one the plan launches, else status.epoch."""
+
+
+@dataclass(frozen=True)
+class LastGood:
+    """The last spec eo launched a driver with (its spec ConfigMap), for an object whose spec
+    eo refuses: what a failed driver is relaunched from (rule 1)."""
+
+    spec: PipelineSpec
+    """The ConfigMap's spec, with ``suspend`` as the object says (the API server's schema keeps
+    that a boolean whatever else is wrong): a suspend is honoured while the spec is refused."""
+    spec_hash: str
+    """``resources.spec_hash`` of that spec and the driver image."""
+    generation: int | None
+    """The metadata.generation it was launched from (the ConfigMap's eo.dev/generation
+    annotation, else status.driverGeneration); None when neither says."""
 
 
 @dataclass(frozen=True)
@@ -224,6 +270,11 @@ class Memory:
     """The last spec a driver ran stable with (``stable``); never cleared."""
     history: tuple[Transition, ...] = ()
     """The newest ``HISTORY_MAX`` changes of phase or reason, oldest first (``recorded``)."""
+    rollout: Rollout | None = None
+    """The spec hash last launched while not the last stable one, since its first launch."""
+    rolled_back: RolledBack | None = None
+    """A rollback to the last stable spec (``restartPolicy.rollbackAfterSeconds``): while the
+    generation is still ``from_generation`` the last stable spec runs instead."""
 
 
 @dataclass(frozen=True)
@@ -262,6 +313,14 @@ class Observation:
     """The epoch of the newest batch in the decision log, as this operator process last read it
     (its health pass); None before it read one. Equal to the driver's epoch, it says that
     driver decided a batch since its launch (an epoch is handed to one driver only)."""
+    stable_spec: LastGood | None = None
+    """The last stable spec's content (the operator's copy of it, its stable ConfigMap), read
+    while an automatic rollback may be due or is in force; its ``spec_hash`` is that of
+    ``memory.last_stable`` when it is the copy of that spec."""
+    last_good: LastGood | None = None
+    """With ``spec`` None (refused): the last spec a driver was launched with, if any (rule 1).
+    The planner then plans with it in ``spec``'s place and keeps ``spec_error``: a spec with a
+    ``spec_error`` is a stand-in for a refused one, and is never a spec change (rule 6)."""
 
 
 class Kind(enum.StrEnum):
@@ -367,13 +426,190 @@ def plan(obs: Observation, rng: random.Random | None = None) -> Plan:
         # must still never be handed to another driver.
         obs = replace(obs, memory=replace(obs.memory, epoch=pod.epoch))
     before = obs.memory
+    refused = obs if obs.spec is None and obs.last_good is not None else None
+    rolled: Observation | None = None
+    if refused is not None:
+        assert refused.last_good is not None
+        obs = _standing_in(refused, refused.last_good)
+    elif obs.spec is not None:
+        obs, rolled = _rollback(obs)
     obs, cleanup = _set_aside_failed(obs)
     result = _decide(obs, rng)
+    if refused is not None:
+        result = _on_last_good(refused, result)
+    elif rolled is not None:
+        result = _on_rollback(rolled, before, result)
+    else:
+        result = replace(result, memory=_rolling_out(obs, result))
     memory = stable(obs, pod, result.memory)
     memory = recorded(before, replace(result, memory=memory), obs.now)
     return replace(
         result, memory=memory, actions=[*cleanup, *result.actions, *prune_failed(obs, result)]
     )
+
+
+def _standing_in(obs: Observation, last: LastGood) -> Observation:
+    """The observation with ``last`` in the object's spec's place: the last good spec for a
+    refused one (rule 1), the last stable spec after a rollback (``_rollback``).
+
+    Its generation stands in too, so a failure under it is recorded against the generation
+    that runs (``failed_generation``): another refused edit is no fix (it resets no restart
+    budget and lifts no Failed), a valid edit is. For a refused spec ``spec_error`` stays,
+    which turns rule 6 off: the running driver's spec is what eo has, whatever its hash says
+    (an operator upgrade's job image, an older hash formula). After a rollback rule 6 compares
+    with the last stable spec: the driver of the rolled-back spec is stopped.
+    """
+    return replace(
+        obs,
+        spec=last.spec,
+        spec_hash=last.spec_hash,
+        legacy_spec_hashes=frozenset(),
+        generation=obs.generation if last.generation is None else last.generation,
+    )
+
+
+def good_spec(last: LastGood) -> str:
+    """How status and events name the last good spec."""
+    which = "" if last.generation is None else f"generation {last.generation}, "
+    return f"the last good spec ({which}spec hash {last.spec_hash})"
+
+
+def _on_last_good(refused: Observation, result: Plan) -> Plan:
+    """Rule 1 with a last good spec: what rules 2-14 planned with it, said to be that.
+
+    A driver that keeps running (rule 8, nothing done) has reason InvalidSpec; any other plan
+    (a failure counted, a backoff, a relaunch, a stop) keeps its reason, and its message adds
+    that the object's spec is refused and which spec runs instead. Whatever the plan, a warning
+    ``InvalidSpec`` event is sent per new error (one the last status message did not carry),
+    and a relaunch from the last good spec is a ``LastGoodSpec`` warning event.
+    """
+    last = refused.last_good
+    assert last is not None
+    before, mem = refused.memory, result.memory
+    error = refused.spec_error or "invalid spec"
+    good = good_spec(last)
+    acts = {a.kind for a in result.actions}
+    events = []
+    if error not in before.message:
+        events.append(_event("InvalidSpec", f"{error}; eo runs {good}", warning=True))
+    if mem.phase in (Phase.RUNNING, Phase.STARTING) and not acts & {
+        Kind.RECOVER,
+        Kind.LAUNCH,
+        Kind.DELETE_POD,
+        Kind.FORCE_DELETE_POD,
+    }:
+        kept = f"{error} (the driver keeps running the last valid spec it started with: {good})"
+        memory = replace(mem, reason="InvalidSpec", message=kept)
+        return replace(result, memory=memory, actions=[*result.actions, *events])
+    said = (
+        f"the object's spec (generation {refused.generation}) is refused: {error}; "
+        f"eo runs {good} until a valid edit"
+    )
+    memory = replace(mem, message=f"{mem.message}; {said}" if mem.message else said)
+    launch = next((a for a in result.actions if a.kind is Kind.LAUNCH), None)
+    if launch is not None:
+        events.append(
+            _event(
+                "LastGoodSpec",
+                f"driver relaunched with epoch {launch.epoch} from {good}: the object's spec "
+                f"(generation {refused.generation}) is refused: {error}",
+                warning=True,
+            )
+        )
+    return replace(result, memory=memory, actions=[*result.actions, *events])
+
+
+def _rollback(obs: Observation) -> tuple[Observation, Observation | None]:
+    """The automatic rollback (``restartPolicy.rollbackAfterSeconds``): the observation to plan
+    with, and the original one when the last stable spec stands in for the object's.
+
+    In force (``memory.rolled_back``) while the generation is the one rolled back from: it is
+    not retried against that generation (no flapping), and any edit ends it (a revert to the
+    last stable spec too, which then restarts nothing). Due when the object's spec is not the
+    last stable one, its first launch (``memory.rollout``) is older than the bound, and its
+    driver is not stable by now (``stable``); never under suspend, never without the last
+    stable spec's content (``stable_spec``), which a spec that never ran stable has not, and
+    never before this operator process read the decision log (``decided_epoch``): after an
+    operator restart a driver that decides batches would look unstable until then.
+    """
+    mem, spec = obs.memory, obs.spec
+    assert spec is not None
+    done = mem.rolled_back
+    if done is not None and done.from_generation != obs.generation:
+        # Edited since: the user's new spec is tried (and has its own rollout clock).
+        return replace(obs, memory=replace(mem, rolled_back=None)), None
+    held = obs.stable_spec
+    if done is not None:
+        if held is None or held.spec_hash != done.to_spec_hash:
+            # Its copy is gone (deleted by hand): the object's spec runs rather than nothing,
+            # and status stops saying it is rolled back.
+            return replace(obs, memory=replace(mem, rolled_back=None)), None
+        return _standing_in(obs, held), obs
+    bound = spec.restart_policy.rollback_after_seconds
+    last = stable(obs, obs.driver, mem).last_stable
+    out = mem.rollout
+    if (
+        bound is None
+        or spec.suspend
+        or obs.decided_epoch is None  # this process has not read the decision log yet
+        or last is None
+        or held is None
+        or held.spec_hash != last.spec_hash
+        or obs.spec_hash in (last.spec_hash, *obs.legacy_spec_hashes)
+        or out is None
+        or out.spec_hash != obs.spec_hash
+        or obs.now - out.since <= timedelta(seconds=bound)
+    ):
+        return obs, None
+    rolled = RolledBack(obs.generation, obs.spec_hash, held.generation, held.spec_hash, obs.now)
+    memory = replace(mem, rolled_back=rolled, rollout=None)
+    standing = _standing_in(replace(obs, memory=memory), held)
+    return standing, replace(obs, memory=memory)
+
+
+def _on_rollback(rolled: Observation, before: Memory, result: Plan) -> Plan:
+    """A plan made with the last stable spec standing in (``_rollback``), said as a rollback:
+    reason RolledBack when it begins and while that spec's driver runs (a failure of it keeps
+    its own reason), the message names both specs, a Warning RolledBack event at the start."""
+    done = rolled.memory.rolled_back
+    spec = rolled.spec
+    assert done is not None and spec is not None
+    bound = spec.restart_policy.rollback_after_seconds
+    to = "" if done.to_generation is None else f"generation {done.to_generation}, "
+    said = (
+        f"generation {done.from_generation} (spec hash {done.from_spec_hash}) did not run stable "
+        f"within restartPolicy.rollbackAfterSeconds {bound}: rolled back to the last stable "
+        f"spec ({to}spec hash {done.to_spec_hash}) until the spec is edited"
+    )
+    mem = result.memory
+    acts = {a.kind for a in result.actions}
+    quiet = mem.phase in (Phase.RUNNING, Phase.STARTING) and not acts & {
+        Kind.RECOVER,
+        Kind.LAUNCH,
+        Kind.DELETE_POD,
+        Kind.FORCE_DELETE_POD,
+    }
+    first = before.rolled_back is None
+    memory = replace(
+        mem,
+        reason="RolledBack" if quiet or first else mem.reason,
+        message=f"{mem.message}; {said}" if mem.message else said,
+    )
+    actions = list(result.actions)
+    if first:
+        actions.append(_event("RolledBack", said, warning=True))
+    return replace(result, memory=memory, actions=actions)
+
+
+def _rolling_out(obs: Observation, result: Plan) -> Memory:
+    """``memory.rollout`` moved to the object's spec when this plan launches it and it is not
+    the spec already rolling out: its first launch starts the rollback clock."""
+    mem = result.memory
+    if not any(a.kind is Kind.LAUNCH for a in result.actions):
+        return mem
+    if mem.rollout is not None and mem.rollout.spec_hash == obs.spec_hash:
+        return mem
+    return replace(mem, rollout=Rollout(obs.spec_hash, obs.generation, obs.now))
 
 
 def stable(obs: Observation, pod: DriverPod | None, memory: Memory) -> Memory:
@@ -467,12 +703,14 @@ def last_line(message: str) -> str:
 
 
 def _last_good_spec(mem: Memory, message: str) -> Plan:
-    """Rule 1 with a live driver: an edit the API server took but eo refuses stops nothing.
+    """Rule 1 with a live driver but no last good spec known (its ConfigMap is gone): an edit
+    the API server took but eo refuses stops nothing.
 
-    The driver runs the spec it was launched with (its ConfigMap; no other is written until a
-    valid spec launches one), so it keeps the last good spec, as FKO's users have it; status
-    says SpecValid=False with the reason, and a warning event is sent per new error. A valid
-    edit later is a spec change like any (rule 6); a revert to the running spec is none.
+    The driver runs the spec it was launched with, so it keeps it, as FKO's users have it;
+    status says SpecValid=False with the reason, and a warning event is sent per new error. A
+    valid edit later is a spec change like any (rule 6); a revert to the running spec is none.
+    With the ConfigMap there (the usual case) ``_on_last_good`` says the same, and a failed
+    driver is relaunched from it instead of ending in Failed.
     """
     kept = f"{message} (the driver keeps running the last valid spec it started with)"
     actions = (
@@ -484,7 +722,8 @@ def _last_good_spec(mem: Memory, message: str) -> Plan:
 
 
 def _invalid(obs: Observation) -> Plan:
-    """Rule 1: the spec is invalid."""
+    """Rule 1: the spec is invalid and there is no last good spec (the first spec was already
+    refused, or the spec ConfigMap was deleted): a driver that is gone stays gone (Failed)."""
     mem, pod = obs.memory, obs.driver
     message = obs.spec_error or "invalid spec"
     if pod is not None and pod.deleting_since is None and not pod.terminated:
@@ -507,7 +746,7 @@ def _invalid(obs: Observation) -> Plan:
 
 
 def _decide(obs: Observation, rng: random.Random) -> Plan:
-    # 1. invalid spec
+    # 1. invalid spec, and no last good spec to stand in (``plan``)
     if obs.spec is None:
         return _invalid(obs)
     spec = obs.spec
@@ -581,8 +820,9 @@ def _decide(obs: Observation, rng: random.Random) -> Plan:
     if pod is not None and pod.phase in ("Pending", "Running"):
         if pod.deleting_since is not None:
             return Plan(replace(mem, phase=Phase.STOPPING), [], 2.0)
-        # 6. spec change: stop at a batch boundary, relaunch when gone
-        if _spec_changed(pod, obs):
+        # 6. spec change: stop at a batch boundary, relaunch when gone; never while the spec
+        # is refused (``spec_error``: ``spec`` is the last good one, standing in)
+        if obs.spec_error is None and _spec_changed(pod, obs):
             return Plan(
                 replace(
                     mem,

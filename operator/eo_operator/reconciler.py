@@ -39,10 +39,12 @@ from eo_operator.planner import (
     Blocked,
     DriverPod,
     Kind,
+    LastGood,
     Memory,
     Observation,
     Phase,
     Plan,
+    Stable,
     plan,
 )
 from eo_operator.progress import Watch, read_driver_progress, watch
@@ -57,6 +59,7 @@ from eo_operator.resources import (
     spec_configmap,
     spec_configmap_name,
     spec_hash,
+    stable_configmap_name,
 )
 from eo_operator.sinks import Health, PipelineSinks, dsns_from_secrets
 from eo_operator.status import conditions, memory_from_status, status_from
@@ -332,26 +335,45 @@ class Reconciler:
         annotations = obj["metadata"].get("annotations") or {}
         raw_epoch = annotations.get("eo.dev/epoch", "")
         current, legacy = "", frozenset[str]()
+        last_good: LastGood | None = None
+        runs = pipeline  # what recovery, launch and health use: the spec, or the last good one
+        memory = self._with_blocker(namespace, name, memory_from_status(obj.get("status") or {}))
+        held: tuple[Pipeline, LastGood] | None = None
         if pipeline is not None:
             current = spec_hash(pipeline, job_image(pipeline, self.settings.job_image))
             legacy = legacy_spec_hashes(pipeline)
+            held = self._stable_spec(obj, pipeline, current, memory)
+        else:
+            # Refused: the spec a driver was last launched with stands in (planner rule 1).
+            found = self._last_good(obj)
+            if found is not None:
+                runs, last_good = found
+        generation = int(obj["metadata"].get("generation", 1))
         observation = Observation(
             now=datetime.now(UTC),
-            generation=int(obj["metadata"].get("generation", 1)),
+            generation=generation,
             spec=pipeline.spec if pipeline else None,
             spec_error=error,
             spec_hash=current,
             legacy_spec_hashes=legacy,
             annotation_epoch=int(raw_epoch) if raw_epoch.isdigit() else None,
-            memory=self._with_blocker(namespace, name, memory_from_status(obj.get("status") or {})),
+            memory=memory,
             driver=driver,
             failed=observed.failed,
             node_lost_grace=timedelta(seconds=self.settings.node_lost_grace_seconds),
             node_disruption=self._disruption(driver),
             progress=self._progress((namespace, name), driver),
             decided_epoch=self._decided.get((namespace, name)),
+            last_good=last_good,
+            stable_spec=None if held is None else held[1],
         )
         result = plan(observation)
+        rolled = result.memory.rolled_back
+        if held is not None and rolled is not None and rolled.from_generation == generation:
+            runs = held[0]  # rolled back: the last stable spec is recovered, launched, checked
+        stable = result.memory.last_stable
+        if stable is not None and stable != memory.last_stable:
+            self._keep_stable(obj, runs, stable)
         driver_ip = self._observe_pass(obj, result, driver, pods)
         status = status_from(result.memory, observation, obj.get("status") or {})
         if result.actions or not _unchanged(obj, status):
@@ -366,11 +388,11 @@ class Reconciler:
                 # here would run beside (or after) the finalizer's fence.
                 return 5.0
             obj = patched
-        if pipeline is not None:
-            acted = self._act_or_block(obj, pipeline, result, observation)
+        if runs is not None:
+            acted = self._act_or_block(obj, runs, result, observation)
             if acted is None:
                 return result.requeue_seconds
-            self._health(acted, pipeline, result.memory, driver, driver_ip)
+            self._health(acted, runs, result.memory, driver, driver_ip)
         else:
             for action in result.actions:
                 self._simple(obj, action)
@@ -524,7 +546,7 @@ class Reconciler:
                 if obj["metadata"].get("deletionTimestamp"):
                     log.info("%s: being deleted; not launching", pipeline.key)
                     break
-                obj = self._launch(obj, pipeline, action.epoch)
+                obj = self._launch(obj, pipeline, action.epoch, *_standing_in(result, obs))
             else:
                 self._simple(obj, action)
         return obj
@@ -632,12 +654,24 @@ class Reconciler:
         log.warning("%s", message)
         return self.kube.remove_annotation(obj, ADOPT_ANNOTATION) or obj
 
-    def _launch(self, obj: dict[str, Any], pipeline: Pipeline, epoch: int) -> dict[str, Any]:
+    def _launch(
+        self,
+        obj: dict[str, Any],
+        pipeline: Pipeline,
+        epoch: int,
+        last_good: LastGood | None = None,
+        keep_configmap: bool = False,
+    ) -> dict[str, Any]:
         """Create the driver of ``epoch``, recording the epoch in status *before* the pod.
 
         Once a pod create was sent, its epoch is spent: the pod may run (on a node that is
         later lost, its object force-deleted) even if this operator dies before the next line.
         With status.epoch written first the planner never relaunches with that epoch again.
+
+        With ``last_good`` the driver runs a spec other than the object's (``pipeline`` is
+        that one) and carries the generation that spec came from: the last good spec of a
+        refused object (``keep_configmap``: the spec ConfigMap holds it and is left as it is),
+        or the last stable spec after a rollback (written to the spec ConfigMap).
         """
         image = job_image(pipeline, self.settings.job_image)
         account = pipeline.spec.driver.service_account or self.settings.driver_service_account
@@ -649,7 +683,13 @@ class Reconciler:
             account,
             self.settings.node_lost_grace_seconds,
             self.settings.platform_assigns_uid,
+            None if last_good is None else last_good.generation,
         )
+        if last_good is not None and last_good.generation is None:
+            # A ConfigMap of an older operator, and no status.driverGeneration: not the object's
+            # generation, which is the refused spec's.
+            del pod["metadata"]["annotations"][ANNOTATION_GENERATION]
+        generation = pod["metadata"]["annotations"].get(ANNOTATION_GENERATION)
         obj = (
             self.kube.patch_status(
                 obj,
@@ -657,13 +697,19 @@ class Reconciler:
                     "epoch": epoch,
                     "driverPod": pod["metadata"]["name"],
                     "driverSpecHash": pod["metadata"]["labels"][LABEL_SPEC_HASH],
-                    "driverGeneration": int(pod["metadata"]["annotations"][ANNOTATION_GENERATION]),
+                    "driverGeneration": None if generation is None else int(generation),
                     "lastLaunchTime": datetime.now(UTC).isoformat(),
                 },
             )
             or obj
         )
-        self.kube.apply(spec_configmap(pipeline, obj))
+        if not keep_configmap:
+            config_map = spec_configmap(
+                pipeline, obj, None if last_good is None else last_good.generation
+            )
+            if last_good is not None and last_good.generation is None:
+                del config_map["metadata"]["annotations"][ANNOTATION_GENERATION]
+            self.kube.apply(config_map)
         self.kube.apply(driver_service(pipeline, obj))
         self.kube.apply(pod)
         if os.environ.get(FAULT_ENV) == "after-launch":
@@ -859,7 +905,8 @@ class Reconciler:
         self._commits.pop((namespace, name), None)
         self._decided.pop((namespace, name), None)
         if pipeline is None:
-            pipeline = self._last_launched(obj)
+            launched = self._last_launched(obj)
+            pipeline = None if launched is None else launched[0]
         if pipeline is None:
             return "invalid spec and no driver ever launched: nothing to resolve"
         return clean_up_sinks(
@@ -878,18 +925,126 @@ class Reconciler:
         self.metrics.finalized_without_sink(namespace, name)
         self.kube.operator_event("FinalizedWithoutSink", message, warning=True)
 
-    def _last_launched(self, obj: dict[str, Any]) -> Pipeline | None:
-        """The spec the last driver ran with (its ConfigMap), for an object whose spec does not
-        parse any more: that driver may have left prepared transactions (its grace can expire
-        mid-batch), and they are resolved with the sinks it wrote to."""
-        meta = obj["metadata"]
-        data = self.kube.config_map_data(meta["namespace"], spec_configmap_name(meta["name"]))
-        if not data or SPEC_KEY not in data:
+    def _stable_spec(
+        self, obj: dict[str, Any], pipeline: Pipeline, current: str, memory: Memory
+    ) -> tuple[Pipeline, LastGood] | None:
+        """The last stable spec's content (``Observation.stable_spec``), read only while a
+        rollback is in force, or may become due (``restartPolicy.rollbackAfterSeconds`` set
+        and the object's spec is not the last stable one): no read for any other pass.
+
+        From its copy (``stable_configmap_name``) when that is the spec wanted, else from the
+        spec ConfigMap when that still is (a stable spec recorded by an operator that kept no
+        copy), which is then copied.
+        """
+        rolled, last = memory.rolled_back, memory.last_stable
+        want = None if rolled is None else rolled.to_spec_hash
+        if (
+            want is None
+            and last is not None
+            and last.spec_hash != current
+            and pipeline.spec.restart_policy.rollback_after_seconds is not None
+        ):
+            want = last.spec_hash
+        if want is None:
             return None
+        name = obj["metadata"]["name"]
+        for config_map in (stable_configmap_name(name), spec_configmap_name(name)):
+            found = self._spec_from(obj, config_map)
+            if found is None or self._hash(found[0]) != want:
+                continue
+            held, generation = found
+            if config_map != stable_configmap_name(name):
+                self._write_stable(obj, held, generation)
+            return held, LastGood(held.spec, want, generation)
+        return None
+
+    def _hash(self, pipeline: Pipeline) -> str:
+        return spec_hash(pipeline, job_image(pipeline, self.settings.job_image))
+
+    def _keep_stable(self, obj: dict[str, Any], runs: Pipeline | None, last: Stable) -> None:
+        """Copy the spec that just became ``status.lastStable`` to its ConfigMap, for a later
+        rollback: the spec the pass runs when it is that spec (the usual case), else the spec
+        ConfigMap's when that is; nothing when neither is (no rollback to it then)."""
+        candidates = [] if runs is None else [runs]
+        launched = self._last_launched(obj)
+        if launched is not None:
+            candidates.append(launched[0])
+        for held in candidates:
+            if self._hash(held) == last.spec_hash:
+                self._write_stable(obj, held, last.generation)
+                return
+
+    def _write_stable(
+        self, obj: dict[str, Any], pipeline: Pipeline, generation: int | None
+    ) -> None:
+        """Write ``pipeline``'s spec, from ``generation``, as the copy of the last stable one."""
+        manifest = spec_configmap(
+            pipeline, obj, generation, stable_configmap_name(obj["metadata"]["name"])
+        )
+        if generation is None:
+            del manifest["metadata"]["annotations"][ANNOTATION_GENERATION]
+        self.kube.apply(manifest)
+
+    def _last_launched(self, obj: dict[str, Any]) -> tuple[Pipeline, int | None] | None:
+        """The spec the last driver ran with (its ConfigMap) and the generation it came from
+        (the ConfigMap's annotation, else status.driverGeneration), for an object whose spec
+        does not parse any more: that driver may have left prepared transactions (its grace
+        can expire mid-batch), and they are resolved with the sinks it wrote to; a driver that
+        fails is relaunched from it (``_last_good``). None when there is no such ConfigMap, or
+        this operator refuses its spec too."""
+        return self._spec_from(obj, spec_configmap_name(obj["metadata"]["name"]))
+
+    def _spec_from(
+        self, obj: dict[str, Any], config_map: str
+    ) -> tuple[Pipeline, int | None] | None:
+        """The spec a ConfigMap of the pipeline holds, and the generation it came from (its
+        annotation; for the spec ConfigMap of an older operator, status.driverGeneration)."""
+        meta = obj["metadata"]
+        found = self.kube.config_map(meta["namespace"], config_map)
+        if found is None or SPEC_KEY not in found[0]:
+            return None
+        data, notes = found
         document = yaml.safe_load(data[SPEC_KEY])
+        if not isinstance(document, dict):
+            return None
         document["metadata"] = {**document.get("metadata", {}), **meta}
         pipeline, _ = parse(document)
-        return pipeline
+        if pipeline is None:
+            return None
+        text = notes.get(ANNOTATION_GENERATION, "")
+        if text.isdigit():
+            return pipeline, int(text)
+        recorded = (obj.get("status") or {}).get("driverGeneration")
+        if config_map != spec_configmap_name(meta["name"]) or not isinstance(recorded, int):
+            return pipeline, None
+        return pipeline, recorded
+
+    def _last_good(self, obj: dict[str, Any]) -> tuple[Pipeline, LastGood] | None:
+        """The last good spec of an object whose spec is refused (``planner.LastGood``): the
+        last launched one, with ``suspend`` as the object says, so that a suspend asked for in
+        the same (or a later) refused edit still stops the driver."""
+        launched = self._last_launched(obj)
+        if launched is None:
+            return None
+        pipeline, generation = launched
+        suspend = (obj.get("spec") or {}).get("suspend")
+        if isinstance(suspend, bool) and suspend != pipeline.spec.suspend:
+            spec = pipeline.spec.model_copy(update={"suspend": suspend})
+            pipeline = pipeline.model_copy(update={"spec": spec})
+        image = job_image(pipeline, self.settings.job_image)
+        return pipeline, LastGood(pipeline.spec, spec_hash(pipeline, image), generation)
+
+
+def _standing_in(result: Plan, obs: Observation) -> tuple[LastGood | None, bool]:
+    """The spec a launch of ``result`` runs when it is not the object's, and whether the spec
+    ConfigMap already holds it: the last good spec of a refused object (it does), the last
+    stable spec of a rollback (it is written)."""
+    if obs.spec is None:
+        return obs.last_good, True
+    rolled = result.memory.rolled_back
+    if rolled is not None and rolled.from_generation == obs.generation:
+        return obs.stable_spec, False
+    return None, False
 
 
 def merge_patched(current: Any, patch: Any) -> Any:

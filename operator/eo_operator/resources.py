@@ -146,13 +146,30 @@ def _labels(pipeline: Pipeline) -> dict[str, str]:
     }
 
 
-def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
+def stable_configmap_name(name: str) -> str:
+    """Name of the ConfigMap holding a copy of the last stable spec of the pipeline object
+    ``name`` (``status.lastStable``): what an automatic rollback relaunches."""
+    return _dns(name, "-stable")
+
+
+def spec_configmap(
+    pipeline: Pipeline,
+    obj: dict[str, Any],
+    generation: int | None = None,
+    name: str | None = None,
+) -> dict[str, Any]:
     """The pipeline as the driver reads it (``$EO_PIPELINE_SPEC``).
 
     Fields at their default are left out, and so is ``spec.audit``, which only the operator
     reads: a driver pinned to an older job image (``spec.driver.image``) refuses a spec with a
     field its model does not know, so a field added since (``sinks[].postgres.addColumns: []``)
     must not reach it unless the pipeline sets it. The driver's model gives the defaults back.
+
+    Its ``eo.dev/generation`` annotation is the metadata.generation the spec came from: while
+    the object's spec is refused, this ConfigMap is the last good spec a failed driver is
+    relaunched from, with that generation (``planner.LastGood``). ``generation`` is given for
+    a spec that is not the object's (the last stable one, relaunched by a rollback); ``name``
+    for the copy of the last stable spec (``stable_configmap_name``).
     """
     document = {
         "apiVersion": API_VERSION,
@@ -166,9 +183,14 @@ def spec_configmap(pipeline: Pipeline, obj: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": configmap_name(pipeline),
+            "name": name or configmap_name(pipeline),
             "namespace": pipeline.metadata.namespace,
             "labels": _labels(pipeline),
+            "annotations": {
+                ANNOTATION_GENERATION: str(
+                    obj["metadata"].get("generation", 1) if generation is None else generation
+                )
+            },
             "ownerReferences": [owner_reference(obj)],
         },
         "data": {SPEC_KEY: yaml.safe_dump(document, sort_keys=False)},
@@ -235,11 +257,14 @@ def driver_pod(
     service_account: str | None,
     node_lost_seconds: int = 30,
     platform_assigns_uid: bool = False,
+    generation: int | None = None,
 ) -> dict[str, Any]:
     """The driver Pod of ``epoch``, running ``image`` (``job_image``): non-root, read-only root
     filesystem, secrets by reference, no ServiceAccount token in local mode, replaced
     ``node_lost_seconds`` after its node stops being Ready; with no UID, GID or fsGroup where
-    the platform assigns them (OpenShift), as the executor pods it creates.
+    the platform assigns them (OpenShift), as the executor pods it creates. Its
+    ``eo.dev/generation`` is ``generation`` when given (a relaunch from the last good spec
+    while the object's is refused), else the object's.
 
     The container names no command: the image's entrypoint (tini, then docker/entrypoint.sh)
     runs ``eo run --epoch N``, so a UID without a passwd entry gets its name before Spark's
@@ -309,7 +334,9 @@ def driver_pod(
             "ownerReferences": [owner_reference(obj)],
             "annotations": {
                 "eo.dev/epoch": str(epoch),
-                ANNOTATION_GENERATION: str(obj["metadata"].get("generation", 1)),
+                ANNOTATION_GENERATION: str(
+                    obj["metadata"].get("generation", 1) if generation is None else generation
+                ),
             },
         },
         "spec": {

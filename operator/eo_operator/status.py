@@ -19,8 +19,11 @@ from eo_operator.planner import (
     Memory,
     Observation,
     Phase,
+    RolledBack,
+    Rollout,
     Stable,
     Transition,
+    good_spec,
 )
 
 
@@ -60,6 +63,35 @@ def memory_from_status(status: dict[str, Any]) -> Memory:
         blocked=_blocked(status.get("conditions") or []),
         last_stable=_stable(status.get("lastStable")),
         history=_history(status.get("history")),
+        rollout=_rollout(status.get("rollout")),
+        rolled_back=_rolled_back(status.get("rolledBack")),
+    )
+
+
+def _rollout(recorded: Any) -> Rollout | None:
+    if not isinstance(recorded, dict) or not recorded.get("specHash"):
+        return None
+    since = parse_time(recorded.get("since"))
+    if since is None:
+        return None
+    generation = recorded.get("generation")
+    return Rollout(
+        str(recorded["specHash"]), generation if isinstance(generation, int) else None, since
+    )
+
+
+def _rolled_back(recorded: Any) -> RolledBack | None:
+    if not isinstance(recorded, dict):
+        return None
+    source, target = recorded.get("fromGeneration"), recorded.get("toGeneration")
+    if not isinstance(source, int) or not recorded.get("toSpecHash"):
+        return None
+    return RolledBack(
+        from_generation=source,
+        from_spec_hash=str(recorded.get("fromSpecHash") or ""),
+        to_generation=target if isinstance(target, int) else None,
+        to_spec_hash=str(recorded["toSpecHash"]),
+        time=parse_time(recorded.get("time")) or datetime.now(UTC),
     )
 
 
@@ -200,6 +232,32 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
                 "since": _iso(stable.since),
             }
         )
+    rollout = memory.rollout
+    status["rollout"] = (
+        None
+        if rollout is None
+        else _without_none(
+            {
+                "specHash": rollout.spec_hash,
+                "generation": rollout.generation,
+                "since": _iso(rollout.since),
+            }
+        )
+    )
+    rolled = memory.rolled_back
+    status["rolledBack"] = (
+        None
+        if rolled is None
+        else _without_none(
+            {
+                "fromGeneration": rolled.from_generation,
+                "fromSpecHash": rolled.from_spec_hash,
+                "toGeneration": rolled.to_generation,
+                "toSpecHash": rolled.to_spec_hash,
+                "time": _iso(rolled.time),
+            }
+        )
+    )
     if memory.history:
         # A list is replaced whole by a merge patch: the newest HISTORY_MAX, nothing older.
         status["history"] = [
@@ -222,12 +280,15 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
         status["driverSpecHash"] = obs.driver.spec_hash or None
         status["driverGeneration"] = obs.driver.generation
     conds = {"conditions": current.get("conditions") or []}
+    refused = obs.spec_error or "invalid"
+    if obs.last_good is not None:
+        refused = f"{refused}; eo runs {good_spec(obs.last_good)} until a valid edit"
     conds["conditions"] = conditions(
         conds,
         "SpecValid",
         obs.spec is not None,
         "Valid" if obs.spec is not None else "InvalidSpec",
-        "spec accepted" if obs.spec is not None else obs.spec_error or "invalid",
+        "spec accepted" if obs.spec is not None else refused,
     )
     ready = memory.phase is Phase.RUNNING
     conds["conditions"] = conditions(
@@ -256,6 +317,21 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
     elif any(c.get("type") == NODE_DISRUPTION for c in conds["conditions"]):
         conds["conditions"] = conditions(
             conds, NODE_DISRUPTION, False, "Over", "no disruption holds the driver's replacement"
+        )
+    if rolled is not None:
+        to = "" if rolled.to_generation is None else f"generation {rolled.to_generation}, "
+        conds["conditions"] = conditions(
+            conds,
+            "RolledBack",
+            True,
+            "RolledBack",
+            f"generation {rolled.from_generation} (spec hash {rolled.from_spec_hash}) did not "
+            f"run stable within restartPolicy.rollbackAfterSeconds: the last stable spec "
+            f"({to}spec hash {rolled.to_spec_hash}) runs until the spec is edited",
+        )
+    elif any(c.get("type") == "RolledBack" for c in conds["conditions"]):
+        conds["conditions"] = conditions(
+            conds, "RolledBack", False, "SpecEdited", "the spec was edited since the rollback"
         )
     blocked = memory.blocked
     if obs.driver is not None and (blocked is None or blocked.condition == DRIVER):

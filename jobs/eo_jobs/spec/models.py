@@ -827,6 +827,15 @@ class RestartPolicy(Model):
     checkpoint.triggerIntervalSeconds + 30. Unset: twice the sum of those two, at least 600
     (620 with the defaults). 0: off. Only a driver whose endpoint answered the operator is
     judged: one it never reached is alerted on (EoNoRecentCommit), not restarted."""
+    rollback_after_seconds: Annotated[int, Field(ge=60, le=604800)] | None = None
+    """Automatic rollback, off when unset: a new spec (a spec hash other than
+    status.lastStable's) whose driver is not stable (Running, and a batch decided with its own
+    epoch) this many seconds after its first launch is replaced by the last stable spec: its
+    driver is stopped at a batch boundary (or was not running) and the last stable spec is
+    relaunched with a new epoch, condition RolledBack names the generation rolled back from, a
+    Warning RolledBack event. It stays rolled back until the spec is edited again (any edit;
+    reverting to the last stable spec ends it too); a spec that never ran stable has nothing
+    to roll back to. Only the operator reads it."""
 
     @model_validator(mode="after")
     def _cap_not_below_start(self) -> RestartPolicy:
@@ -1172,6 +1181,33 @@ class LastFailure(Model):
     """When the operator recorded the failure (RFC 3339)."""
 
 
+class Rollout(Model):
+    """The spec being rolled out (``status.rollout``): its first launch starts the clock of
+    ``restartPolicy.rollbackAfterSeconds``."""
+
+    spec_hash: str
+    """The spec hash of the new spec."""
+    generation: int | None = None
+    """The metadata.generation it was first launched from."""
+    since: str
+    """When a driver of that spec hash was first launched (RFC 3339)."""
+
+
+class RolledBack(Model):
+    """An automatic rollback in force (``status.rolledBack``), until the spec is edited."""
+
+    from_generation: int
+    """The generation that did not run stable in time, and is not retried until an edit."""
+    from_spec_hash: str
+    """Its spec hash."""
+    to_generation: int | None = None
+    """The generation of the last stable spec that runs instead."""
+    to_spec_hash: str
+    """Its spec hash (``status.lastStable.specHash``)."""
+    time: str
+    """When the operator rolled back (RFC 3339)."""
+
+
 class StableSpec(Model):
     """The last spec that ran stable (``status.lastStable``).
 
@@ -1286,6 +1322,12 @@ class PipelineStatus(Model):
     decided (committed) a batch with its own epoch, so after its launch. Recorded when that is
     first seen; never cleared: a new spec that fails, never starts or decides nothing leaves
     the previous stable one here, which is what to go back to."""
+    rollout: Rollout | None = None
+    """The spec hash last launched that was not yet stable when launched, and since when: the
+    clock of restartPolicy.rollbackAfterSeconds."""
+    rolled_back: RolledBack | None = None
+    """An automatic rollback in force (restartPolicy.rollbackAfterSeconds): the generation it
+    rolled back from and the last stable one that runs instead; removed by the next edit."""
     history: list[Transition] = Field(default_factory=list)
     """The last 10 changes of phase or reason, oldest first (a pass that changes neither adds
     nothing): how the pipeline got where it is."""
@@ -1324,7 +1366,7 @@ class PipelineStatus(Model):
     audit: AuditStatus | None = None
     """The continuous audit's position and last result (spec.audit)."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited."""
+    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited, RolledBack."""
 
 
 class ObjectMeta(BaseModel):
