@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.chaos.faults import KINDS
+from bench.chaos.faults import KINDS, MYSQL_KINDS
 from bench.chaos.operator_faults import EXECUTOR_KINDS
 from bench.chaos.operator_faults import KINDS as OPERATOR_KINDS
 from bench.chaos.operator_mode import run_operator
@@ -61,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         help="operator mode: executor pods of the pipeline (adds the executor-delete kind); "
         "0 runs the writers inside the driver",
     )
+    parser.add_argument(
+        "--sink",
+        choices=("postgres", "mysql"),
+        default="postgres",
+        help="mysql: the append and upsert sinks in a MariaDB server started for the run (adds "
+        "its restart and dropped-connection faults); driver mode only",
+    )
     parser.add_argument("--workdir", default=None, help="kept after the run; else a temporary one")
     args = parser.parse_args(argv)
     if args.executors < 0 or (args.executors and args.mode != "operator"):
@@ -70,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
             "--executors needs root: the executor pods' volumes are bind-mounted by the test "
             "kubelet (unshare --mount); run as root, or leave --executors out"
         )
+    if args.sink == "mysql" and args.mode != "driver":
+        parser.error("--sink mysql runs in --mode driver only")
     known = list(OPERATOR_KINDS if args.mode == "operator" else KINDS)
+    if args.sink == "mysql":
+        known += list(MYSQL_KINDS)
     if not args.executors:
         known = [k for k in known if k not in EXECUTOR_KINDS]
     kinds = [k for k in (args.kinds or ",".join(known)).split(",") if k]
@@ -84,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     minutes = args.minutes if args.minutes is not None or args.faults is not None else 5.0
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="eo-chaos-"))
     print(
-        f"chaos: seed {seed}, mode {args.mode}, source {args.source}, "
+        f"chaos: seed {seed}, mode {args.mode}, source {args.source}, sink {args.sink}, "
         f"executors {args.executors}, kinds {', '.join(kinds)}, work {work}",
         flush=True,
     )
-    plan = Plan(seed, minutes, args.faults, kinds, args.source, args.executors)
+    plan = Plan(seed, minutes, args.faults, kinds, args.source, args.executors, args.sink)
     summary = run_operator(plan, work) if args.mode == "operator" else run(plan, work)
     print_summary(summary)
     if not args.workdir and not summary.violations():

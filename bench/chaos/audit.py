@@ -7,11 +7,14 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
 from bench.chaos.stream import Truth
+from eo_jobs.protocol import databases
 from eo_jobs.protocol.gid import pipeline_prefix
+from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions, connect
 
 PIPELINE = "chaos/orders"
 TOTALS_DDL = (
@@ -53,20 +56,40 @@ class Findings:
         return {k: v for k, v in self.__dict__.items() if k not in skip and v}
 
 
+def rows_of(dsn: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` (``{t}`` before each table name: ``public.`` in PostgreSQL, the
+    DSN's own database in MySQL/MariaDB) from the sink database ``dsn`` names."""
+    if databases.kind(dsn) == "mysql":
+        conn = connect(dsn)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(query.format(t=""))
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+    with psycopg.connect(dsn) as pg:
+        return list(pg.execute(query.format(t="public.")).fetchall())
+
+
+def mysql_prepared_left(dsn: str) -> int:
+    """eo's branches of the pipeline still prepared in the MySQL/MariaDB database of ``dsn``."""
+    store = MySqlPreparedTransactions(dsn)
+    try:
+        return len(store.in_doubt(pipeline_prefix(PIPELINE)))
+    finally:
+        store.close()
+
+
 def duplicates_so_far(dsn: str) -> int:
     """Rows of the append sink beyond the first of each order id (cheap, during the run)."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT count(*) - count(DISTINCT order_id) FROM public.ledger"
-        ).fetchone()
-    return int(row[0]) if row else 0
+    rows = rows_of(dsn, "SELECT count(*) - count(DISTINCT order_id) FROM {t}ledger")
+    return int(rows[0][0]) if rows else 0
 
 
 def delivered(dsn: str) -> int:
     """Distinct order ids in the append sink."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT count(DISTINCT order_id) FROM public.ledger").fetchone()
-    return int(row[0]) if row else 0
+    rows = rows_of(dsn, "SELECT count(DISTINCT order_id) FROM {t}ledger")
+    return int(rows[0][0]) if rows else 0
 
 
 def last_batch(dsn: str) -> int:
@@ -93,22 +116,24 @@ def decided_batches(dsn: str) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
-    """The whole audit; ``decided_by_drivers`` is every batch id any driver reported deciding."""
+def audit(
+    dsn: str, truth: Truth, decided_by_drivers: list[int], rows_dsn: str | None = None
+) -> Findings:
+    """The whole audit; ``decided_by_drivers`` is every batch id any driver reported deciding.
+    ``rows_dsn``: where the ledger, the latest table and the dead letters are, when not in the
+    control database ``dsn`` (a MySQL/MariaDB one: ``--sink mysql``)."""
+    rows_at = rows_dsn or dsn
+    ledger = rows_of(rows_at, "SELECT order_id, merchant, amount_cents FROM {t}ledger")
+    latest = rows_of(rows_at, "SELECT order_id, merchant, amount_cents FROM {t}latest")
+    dead = [str(r[0]) for r in rows_of(rows_at, "SELECT raw FROM {t}ledger_dead_letter")]
+    mysql_left = mysql_prepared_left(rows_at) if databases.kind(rows_at) == "mysql" else 0
     with psycopg.connect(dsn) as conn:
-        ledger = conn.execute(
-            "SELECT order_id, merchant, amount_cents FROM public.ledger"
-        ).fetchall()
-        latest = conn.execute(
-            "SELECT order_id, merchant, amount_cents FROM public.latest"
-        ).fetchall()
         totals = {
             r[0]: (int(r[1]), int(r[2]))
             for r in conn.execute(
                 "SELECT merchant, volume_cents, orders FROM public.merchant_totals"
             ).fetchall()
         }
-        dead = [r[0] for r in conn.execute("SELECT raw FROM public.ledger_dead_letter").fetchall()]
         left = conn.execute(
             "SELECT count(*) FROM pg_prepared_xacts WHERE starts_with(gid, %s)",
             (pipeline_prefix(PIPELINE),),
@@ -145,7 +170,7 @@ def audit(dsn: str, truth: Truth, decided_by_drivers: list[int]) -> Findings:
         totals_wrong=len({m for m, _ in totals.items() ^ source_totals.items()}),
         dead_letter_duplicates=sum(c - 1 for c in dead_counts.values()),
         dead_letters_missing=len(truth.malformed - {raw.rstrip("\n") for raw in dead_counts}),
-        prepared_left=int(left[0]) if left else -1,
+        prepared_left=int(left[0]) + mysql_left if left else -1,
         epoch_regressions=sum(1 for a, b in itertools.pairwise(epochs) if b < a),
         batches_decided_twice=sum(c - 1 for c in reported.values()),
     )

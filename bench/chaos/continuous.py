@@ -22,19 +22,27 @@ MAX_BATCHES_PER_PASS = 500
 """The operator's default bound per pass (``spec.audit.maxBatchesPerPass``)."""
 
 
-def chaos_target(pipeline: str, dsn: str, checkpoint: Path) -> AuditTarget:
-    """The chaos pipeline's three sinks in one database; the ledger is append-only with eo as
-    its only writer (the harness writes nothing to it), so its count is checked too, and the
-    ledger's and the totals' sum columns (``sumColumns`` in the pipeline) are checked against
-    the sums each decision recorded."""
+def chaos_target(
+    pipeline: str, dsn: str, checkpoint: Path, *, mysql_dsn: str | None = None
+) -> AuditTarget:
+    """The chaos pipeline's three sinks; the ledger is append-only with eo as its only writer
+    (the harness writes nothing to it), so its count is checked too, and the sum columns (the
+    ledger's in PostgreSQL, the totals') are checked against the sums each decision recorded.
+    With ``mysql_dsn`` the ledger and the latest table are MariaDB's (``--sink mysql``)."""
+    rows = mysql_dsn or dsn
+    prefix = "chaos." if mysql_dsn else "public."
     return AuditTarget(
         pipeline,
         dsn,
         (
             SinkTarget(
-                "ledger", dsn, "public.ledger", append_only=True, sum_columns=("amount_cents",)
+                "ledger",
+                rows,
+                f"{prefix}ledger",
+                append_only=True,
+                sum_columns=() if mysql_dsn else ("amount_cents",),
             ),
-            SinkTarget("latest", dsn, "public.latest"),
+            SinkTarget("latest", rows, f"{prefix}latest"),
             SinkTarget(
                 "totals",
                 dsn,

@@ -22,8 +22,18 @@ from bench import fast_jvm
 class ChaosDriver:
     """An `eo run --epoch E` process group with a fault file it re-reads at every crash point."""
 
-    def __init__(self, spec: Path, epoch: int, dsn: str, fault_file: Path, log: Path) -> None:
+    def __init__(
+        self,
+        spec: Path,
+        epoch: int,
+        dsn: str,
+        fault_file: Path,
+        log: Path,
+        mysql_dsn: str | None = None,
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
+        if mysql_dsn is not None:
+            env["CHAOS_MYSQL_DSN"] = mysql_dsn
         env.update(
             {
                 "CHAOS_DSN": dsn,

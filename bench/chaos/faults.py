@@ -4,12 +4,14 @@ new epoch, as the operator does; a live one: its own retries)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import psycopg
+import pymysql
 
 from bench.chaos.audit import last_batch
 from eo_jobs.protocol.faults import POINTS
@@ -96,6 +98,33 @@ def drop_connections(chaos: Chaos) -> str:
     return f"{outcome}-{ended[0] if ended else 0}"
 
 
+def mysql_restart(chaos: Chaos) -> str:
+    """Crash MariaDB (SIGKILL) and start it again: InnoDB's crash recovery keeps what was
+    prepared (the sink's branches), and everything else of the writers' sessions is gone."""
+    _pause(chaos)
+    assert chaos.mysql is not None, "mysql faults need --sink mysql"
+    chaos.mysql.restart(crash=True)
+    return chaos.survived_or_relaunched("mysql restart")
+
+
+def mysql_drop_connections(chaos: Chaos) -> str:
+    """KILL every other session of the sink database in MariaDB (a failover, a proxy)."""
+    _pause(chaos)
+    assert chaos.mysql is not None, "mysql faults need --sink mysql"
+    ended = 0
+    with chaos.mysql.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT id FROM information_schema.PROCESSLIST "
+            "WHERE db = 'chaos' AND id <> CONNECTION_ID()"
+        )
+        for (session,) in cur.fetchall():
+            with contextlib.suppress(pymysql.Error):  # it may have ended meanwhile
+                cur.execute(f"KILL {int(session)}")
+                ended += 1
+    outcome = chaos.survived_or_relaunched("mysql connections dropped")
+    return f"{outcome}-{ended}"
+
+
 KINDS: dict[str, Fault] = {
     "kill": kill,
     "crash-point": crash_point,
@@ -104,3 +133,8 @@ KINDS: dict[str, Fault] = {
     "task-failure": task_failure,
     "drop-connections": drop_connections,
 }
+MYSQL_KINDS: dict[str, Fault] = {
+    "mysql-restart": mysql_restart,
+    "mysql-drop-connections": mysql_drop_connections,
+}
+"""Faults of the MariaDB sink database (``--sink mysql`` only)."""

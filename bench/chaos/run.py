@@ -12,13 +12,19 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
+import pymysql
 
 from bench.chaos import audit as checks
 from bench.chaos.continuous import ContinuousAudit, chaos_target
 from bench.chaos.driver import ChaosDriver
-from bench.chaos.faults import KINDS
+from bench.chaos.faults import KINDS, MYSQL_KINDS
+
+if TYPE_CHECKING:
+    from tests.support.mariadb import MariaDbServer
+
 from bench.chaos.stream import (
     CHUNK,
     CHUNK_SECONDS,
@@ -29,6 +35,8 @@ from bench.chaos.stream import (
 )
 from eo_jobs.pgserver import PgServer, temporary_server
 from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
+from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.protocol.recovery import recover
 from eo_jobs.protocol.xa import PreparedTransactions
 
@@ -37,6 +45,14 @@ TABLES = (
     "CREATE TABLE public.latest (order_id bigint PRIMARY KEY, merchant text, amount_cents bigint)",
     checks.TOTALS_DDL,
 )
+MYSQL_TABLES = (
+    "CREATE TABLE ledger (order_id BIGINT NOT NULL, merchant VARCHAR(64), amount_cents BIGINT)"
+    " ENGINE=InnoDB",
+    "CREATE TABLE latest (order_id BIGINT PRIMARY KEY, merchant VARCHAR(64), amount_cents BIGINT)"
+    " ENGINE=InnoDB",
+)
+"""``--sink mysql``: the append and the upsert sinks in MariaDB (the totals stay in PostgreSQL,
+beside the control database: mode accumulate is PostgreSQL's)."""
 SETTLE_SECONDS = 240.0
 """How long a pipeline may take to decide a new batch after a fault before it counts as stuck."""
 
@@ -57,8 +73,11 @@ def kafka_source(bootstrap: str, topic: str) -> str:
     )
 
 
-def pipeline_yaml(work: Path, source: str) -> str:
-    """``source`` -> three sinks (append, upsert, accumulate) in one database, exactly once."""
+def pipeline_yaml(work: Path, source: str, sink: str = "postgres") -> str:
+    """``source`` -> three sinks (append, upsert, accumulate) in one database, exactly once;
+    with ``sink`` mysql the first two in MariaDB (``mysql_pipeline_yaml``)."""
+    if sink == "mysql":
+        return mysql_pipeline_yaml(work, source)
     return f"""apiVersion: eo.dev/v1alpha1
 kind: ExactlyOncePipeline
 metadata: {{name: orders, namespace: chaos}}
@@ -82,6 +101,33 @@ spec:
 """
 
 
+def mysql_pipeline_yaml(work: Path, source: str) -> str:
+    """``source`` -> the ledger (append) and the latest table (upsert) in MariaDB, the totals
+    (accumulate) in PostgreSQL, under one decision per batch in PostgreSQL (``spec.control``);
+    the dead letters go to the first sink's database, MariaDB."""
+    return f"""apiVersion: eo.dev/v1alpha1
+kind: ExactlyOncePipeline
+metadata: {{name: orders, namespace: chaos}}
+spec:
+  guarantee: exactly-once
+  source: {source}
+  control: {{dsn: {{env: CHAOS_DSN}}}}
+  sinks:
+    - name: ledger
+      mysql: {{dsn: {{env: CHAOS_MYSQL_DSN}}, table: chaos.ledger, writerPartitions: 2}}
+    - name: latest
+      mysql: {{dsn: {{env: CHAOS_MYSQL_DSN}}, table: chaos.latest, mode: upsert,
+              keyColumns: [order_id], writerPartitions: 2}}
+    - name: totals
+      transform: {{sql: "{checks.TOTALS_SQL}"}}
+      postgres: {{dsn: {{env: CHAOS_DSN}}, table: public.merchant_totals, mode: accumulate,
+                 keyColumns: [merchant], addColumns: [volume_cents, orders], writerPartitions: 2,
+                 sumColumns: [volume_cents, orders]}}
+  checkpoint: {{location: "{work / "checkpoint"}", triggerIntervalSeconds: 1}}
+  driver: {{cores: 2, memory: 768m}}
+"""
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a run does: which faults, how many or for how long, from which source."""
@@ -94,6 +140,9 @@ class Plan:
     """``files`` (JSON-lines files) or ``kafka`` (a real broker started for the run)."""
     executors: int = 0
     """Executor pods of the pipeline (operator mode only; 0: the writers run in the driver)."""
+    sink: str = "postgres"
+    """``postgres`` (every sink in PostgreSQL) or ``mysql`` (the ledger and the latest table
+    in a MariaDB server started for the run: ``mysql_pipeline_yaml``)."""
 
 
 @dataclass
@@ -113,6 +162,14 @@ class Chaos:
     relaunch_reasons: Counter[str] = field(default_factory=Counter)
     stalls: int = 0
     duplicates_seen: int = 0
+    mysql: MariaDbServer | None = None
+    """The MariaDB server of ``--sink mysql``."""
+    mysql_dsn: str | None = None
+
+    @property
+    def rows_dsn(self) -> str:
+        """Where the ledger and the latest table are."""
+        return self.mysql_dsn or self.dsn
 
     def launch(self) -> None:
         """Fence and resolve for a new epoch (retried while PostgreSQL is away), then start."""
@@ -120,21 +177,19 @@ class Chaos:
         deadline = time.monotonic() + 120
         while True:
             try:
-                recover(
-                    ControlStore(self.dsn),
-                    [PreparedTransactions(self.dsn)],
-                    checks.PIPELINE,
-                    epoch,
-                )
+                stores: list[ParticipantStore] = [PreparedTransactions(self.dsn)]
+                if self.mysql_dsn is not None:
+                    stores.append(MySqlPreparedTransactions(self.mysql_dsn))
+                recover(ControlStore(self.dsn), stores, checks.PIPELINE, epoch)
                 break
-            except psycopg.OperationalError:
+            except (psycopg.OperationalError, pymysql.OperationalError):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1)
         self.epoch = epoch
         self.launches.append(epoch)
         log = self.work / "logs" / f"driver-{epoch:04d}.log"
-        self.driver = ChaosDriver(self.spec, epoch, self.dsn, self.fault_file, log)
+        self.driver = ChaosDriver(self.spec, epoch, self.dsn, self.fault_file, log, self.mysql_dsn)
         self.drivers.append(self.driver)
 
     def relaunch(self, reason: str, *, keep_old: bool = False) -> None:
@@ -216,6 +271,12 @@ def run(plan: Plan, work: Path) -> Summary:
         # The server's folder is a fresh 0755 one of its own: under root, PostgreSQL runs as an
         # unprivileged user that could not enter a 0700 work folder (pytest's, mktemp's).
         server = stack.enter_context(temporary_server())
+        mysql = None
+        if plan.sink == "mysql":
+            from tests.support.mariadb import temporary_server as temporary_mariadb
+
+            mysql = temporary_mariadb()
+            stack.callback(mysql.remove)
         if plan.source == "kafka":
             from tests.support.kafka import KafkaBroker, broker_jars_dir
 
@@ -228,36 +289,53 @@ def run(plan: Plan, work: Path) -> Summary:
             emit, source = file_emitter(work / "in"), files_source(work)
         stream = Stream(emit, plan.seed, per_file=CHUNK, interval=CHUNK_SECONDS)
         try:
-            return _run(plan, work, server, stream, source, started)
+            return _run(plan, work, server, stream, source, started, mysql)
         finally:
             stream.stop()
 
 
 def _run(
-    plan: Plan, work: Path, server: PgServer, stream: Stream, source: str, started: float
+    plan: Plan,
+    work: Path,
+    server: PgServer,
+    stream: Stream,
+    source: str,
+    started: float,
+    mysql: MariaDbServer | None = None,
 ) -> Summary:
     rng = random.Random(plan.seed)  # noqa: S311 - a reproducible choice of faults
     dsn = server.create_database("chaos")
     with psycopg.connect(dsn, autocommit=True) as conn:
         for ddl in TABLES:
             conn.execute(ddl)
+    mysql_dsn = None
+    if mysql is not None:
+        database = mysql.create_database("chaos")
+        with mysql.connect("chaos") as my, my.cursor() as cur:
+            for ddl in MYSQL_TABLES:
+                cur.execute(ddl)
+        mysql_dsn = database.dsn
     spec = work / "pipeline.yaml"
-    spec.write_text(pipeline_yaml(work, source), encoding="utf-8")
-    chaos = Chaos(work, server, dsn, rng, spec, work / "fault.json")
+    spec.write_text(pipeline_yaml(work, source, plan.sink), encoding="utf-8")
+    chaos = Chaos(work, server, dsn, rng, spec, work / "fault.json", mysql=mysql)
+    chaos.mysql_dsn = mysql_dsn
     for _ in range(3):
         stream.write_file()
     stream.start()
     chaos.launch()
     chaos.settle()
-    auditor = ContinuousAudit(chaos_target("chaos/orders", dsn, work / "checkpoint"))
+    auditor = ContinuousAudit(
+        chaos_target("chaos/orders", dsn, work / "checkpoint", mysql_dsn=mysql_dsn)
+    )
     done, outcomes, seen = fault_loop(
         plan,
-        lambda kind: KINDS[kind](chaos),
+        lambda kind: {**KINDS, **MYSQL_KINDS}[kind](chaos),
         chaos.settle,
         dsn,
         lambda: f"epoch {chaos.epoch}",
         started,
         auditor,
+        rows_dsn=chaos.rows_dsn,
     )
     chaos.duplicates_seen = seen
     stream.stop()
@@ -266,7 +344,7 @@ def _run(
     chaos.driver.stop()
     auditor.finish()
     decided = [batch for driver in chaos.drivers for batch in driver.decided]
-    findings = checks.audit(dsn, stream.truth, decided)
+    findings = checks.audit(dsn, stream.truth, decided, chaos.rows_dsn)
     return Summary(
         seed=plan.seed,
         faults=done,
@@ -289,6 +367,7 @@ def fault_loop(
     where: Callable[[], str],
     started: float,
     auditor: ContinuousAudit,
+    rows_dsn: str | None = None,
 ) -> tuple[Counter[str], Counter[str], int]:
     """Faults until ``plan`` says stop: every kind once per round in a seeded random order,
     each followed by ``settle`` (the pipeline must move again), a duplicate check and a pass
@@ -315,14 +394,14 @@ def fault_loop(
             flush=True,
         )
         settle()
-        seen = max(seen, checks.duplicates_so_far(dsn))
+        seen = max(seen, checks.duplicates_so_far(rows_dsn or dsn))
         auditor.run_pass()
     return done, outcomes, seen
 
 
 def _drain(chaos: Chaos, records: int) -> None:
     """Let the pipeline catch up with the whole stream (relaunching a dead driver)."""
-    wait_until_delivered(chaos.dsn, records, chaos.relaunch_if_dead)
+    wait_until_delivered(chaos.rows_dsn, records, chaos.relaunch_if_dead)
     time.sleep(3)  # a batch in flight finishes its phase 2
 
 

@@ -61,6 +61,37 @@ def test_a_seeded_run_of_every_fault_kind_ends_with_zero_violations(
     assert {"participants", "table-count", "sum-columns"} <= set(ran[1].split(", "))
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_run_with_the_sinks_in_mariadb_survives_its_restart_and_dropped_sessions(
+    tmp_path: Path,
+) -> None:
+    """``--sink mysql``: the ledger and the latest table in MariaDB, the totals and the
+    decisions in PostgreSQL; MariaDB crashed and its sessions killed mid-run, the audit (the
+    harness's against the source, and eo's own over MariaDB's markers and branches) clean."""
+    kinds = "mysql-restart,mysql-drop-connections,crash-point"
+    result = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "bench.chaos", "--seed", "7", "--faults", "3", "--kinds", kinds),
+            *("--workdir", str(tmp_path / "chaos"), "--sink", "mysql"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=850,
+        check=False,
+    )
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    match = re.fullmatch(r"faults: 3, kinds: 3, batches: (\d+), violations: 0, seed: 7", last)
+    assert match and int(match[1]) > 3, last
+    assert "sink mysql" in result.stdout.splitlines()[0]
+    assert _row(result.stdout, "rows in the append sink") == _row(
+        result.stdout, "records generated (valid)"
+    )
+
+
 def _row(out: str, name: str) -> int:
     """A number from the summary table's row ``name``."""
     found = re.search(rf"^\s*{re.escape(name)}[^\n]*?\s(\d+)$", out, re.M)

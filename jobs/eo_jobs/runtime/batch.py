@@ -264,7 +264,7 @@ class ForeachBatch:
         if sink.name not in self.queries:
             return None
         dsn = ctx.writers[sink.name].dsn
-        return kind_of(dsn).dead_letter_writer(dsn, ctx.dead_letters.table)
+        return kind_of(dsn).dead_letter_writer(dsn, ctx.spec.dead_letter_table_in(sink.kind))
 
     def _one_pass(self, staged: DataFrame, query_id: str, batch_id: int) -> Written:
         """Every record in one Spark job per sink; the first sink's tasks write dead letters."""
@@ -342,7 +342,8 @@ class ForeachBatch:
     ) -> list[tuple[str, str, int, int]]:
         ctx = self.ctx
         writer = ctx.writers[sink]
-        spec = next(s for s in ctx.spec.sinks if s.name == sink).target
+        sink_spec = next(s for s in ctx.spec.sinks if s.name == sink)
+        spec = sink_spec.target
         if spec.audit_column is not None:
             frame = frame.withColumn(spec.audit_column, F.lit(batch_id).cast("bigint"))
         present = frame.columns
@@ -366,7 +367,11 @@ class ForeachBatch:
             two_phase=self.two_phase,
             driver_pid=os.getpid(),
             dead_letters=dead_letters,
-            refused_table=None if spec.on_refused_record == "fail" else ctx.dead_letters.table,
+            refused_table=(
+                None
+                if spec.on_refused_record == "fail"
+                else ctx.spec.dead_letter_table_in(sink_spec.kind)
+            ),
         )
         watching = (
             contextlib.nullcontext()

@@ -232,7 +232,7 @@ def check_sinks(pipeline: Pipeline, dsns: dict[str, str], schemas: dict[str, Sch
                     written_schema(sink, schema),
                     two_phase=two_phase,
                     dead_letter_table=(
-                        pipeline.spec.dead_letter_table()
+                        pipeline.spec.dead_letter_table_in(sink.kind)
                         if index == 0 or sink.transform is not None
                         else None
                     ),
@@ -355,10 +355,11 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     schemas = output_schemas(spark, pipeline)
     check_sinks(pipeline, dsns, schemas)
     first_dsn = dsns[spec.sinks[0].name]
-    dead_letter_table = spec.dead_letter_table()
     for index, sink in enumerate(spec.sinks):
         if index == 0 or sink.transform is not None:
-            kind_of(dsns[sink.name]).ensure_dead_letter_table(dsns[sink.name], dead_letter_table)
+            kind_of(dsns[sink.name]).ensure_dead_letter_table(
+                dsns[sink.name], spec.dead_letter_table_in(sink.kind)
+            )
 
     checkpoint = CheckpointLog.of(spec.checkpoint.location, spark)
     bound, coordinator = start_protocol(pipeline, epoch, dsns, spark_committed(checkpoint, spark))
@@ -378,7 +379,9 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
         epoch=epoch,
         coordinator=coordinator,
         writers=writers_for(pipeline, dsns, schemas),
-        dead_letters=kind_of(first_dsn).dead_letter_writer(first_dsn, dead_letter_table),
+        dead_letters=kind_of(first_dsn).dead_letter_writer(
+            first_dsn, spec.dead_letter_table_in(spec.sinks[0].kind)
+        ),
         checkpoint=checkpoint,
         on_batch=progress.batch,
         on_failure=progress.failed,

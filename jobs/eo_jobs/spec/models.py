@@ -1148,6 +1148,22 @@ class PipelineSpec(Model):
         """The dead-letter table: explicit, or the first sink's table + ``_dead_letter``."""
         return self.dead_letter.table or f"{self.sinks[0].target.table}_dead_letter"
 
+    def dead_letter_table_in(self, kind: Literal["postgres", "mysql"]) -> str:
+        """The dead-letter table's name in a database of ``kind`` (a sink's ``kind``).
+
+        Each database that holds dead letters has its own table of this name: a MySQL one in
+        the DSN's database (the name's last part: a MySQL sink writes them inside its own XA
+        branch); a PostgreSQL one as named, or, when the name is the default derived from a
+        MySQL first sink (``database.table``), in schema ``public``.
+        """
+        name = self.dead_letter_table()
+        last = name.rpartition(".")[2]
+        if kind == "mysql":
+            return last
+        if self.dead_letter.table is None and self.sinks[0].kind == "mysql":
+            return f"public.{last}"
+        return name
+
 
 class Condition(Model):
     """A Kubernetes-style condition."""

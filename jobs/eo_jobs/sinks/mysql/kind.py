@@ -29,17 +29,6 @@ if TYPE_CHECKING:
     from eo_jobs.spec.models import TableSink
 
 
-def letters_table(table: str) -> str:
-    """The dead-letter table in a MySQL sink's own database: the last part of the spec's name.
-
-    ``spec.deadLetter.table`` (default: the first sink's table + ``_dead_letter``) is one name
-    for every database that holds dead letters: ``public.orders_dead_letter`` when the first
-    sink is PostgreSQL. A MySQL sink writes its refused rows inside its own XA branch, so into
-    its own database (the DSN's), whatever the name's first part says.
-    """
-    return table.rpartition(".")[2]
-
-
 def fail_refused(table: str, batch_id: int) -> RefusedRows:
     """``onRefusedRecord: fail``: a refused row fails the task, naming the batch and why."""
 
@@ -75,15 +64,14 @@ class MySqlKind:
         )
 
     def dead_letter_writer(self, dsn: str, table: str) -> MySqlWriter:
-        """The writer of the dead-letter table ``table`` in ``dsn``'s database
-        (``letters_table``)."""
-        return MySqlWriter(dsn=dsn, table=letters_table(table), columns=DEAD_LETTER_COLUMNS)
+        """The writer of the dead-letter table ``table`` in ``dsn``'s database."""
+        return MySqlWriter(dsn=dsn, table=table, columns=DEAD_LETTER_COLUMNS)
 
     def ensure_dead_letter_table(self, dsn: str, table: str) -> None:
         """Create the dead-letter table if missing (DDL: never inside an XA branch)."""
         conn = connect(dsn)
         try:
-            ensure_dead_letter_table(conn, letters_table(table))
+            ensure_dead_letter_table(conn, table)
         finally:
             conn.close()
 
