@@ -152,3 +152,19 @@ def test_a_mysql_variants_pipeline_names_its_mariadb_table_and_the_postgresql_co
             "writerPartitions": 3,
         }
         assert doc["spec"]["control"] == {"dsn": {"env": variants.DSN_ENV}}
+
+
+def test_the_mysql_target_is_eo_over_jdbc_into_mariadb_at_least_1_at_200k_rows() -> None:
+    rows = [
+        {"variant": "exactly-once-mysql", "rows_per_s": 90.0},
+        {"variant": "spark-jdbc-mysql", "rows_per_s": 100.0},
+        {"variant": "exactly-once", "rows_per_s": 300.0},
+    ]
+    ratios = compare.ratios(rows, "rows_per_s")
+    assert ratios[compare.MYSQL_RATIO] == pytest.approx(0.9)
+    sizes = [{"size": "medium", "ratios": ratios}]
+    (target,) = [
+        t for t in compare.targets(sizes, compare.Results({})) if t["target"].startswith("MySQL")
+    ]
+    assert (target["threshold"], target["met"]) == (1.0, False)
+    assert "200k" in target["target"]
