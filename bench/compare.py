@@ -8,6 +8,10 @@ audited against the events. Then, without Spark, the protocol's own costs
 (``bench/protocol.py``), and one SIGKILL of a real driver with its restart
 (``bench/recovery.py``).
 
+``exactly-once-mysql`` and ``spark-jdbc-mysql`` (issue 29) write into a MariaDB server the bench
+starts when either is chosen (``bench/mysql_sink.py``): eo's MySQL sink against Spark's JDBC
+writer into the same server, the same events and Spark settings; ratio ``EO/JDBC (mysql)``.
+
 Sizes: ``small`` (20,000 rows per batch), ``medium`` (200,000), ``large`` (1,000,000), or
 ``ROWSxBATCHES`` such as ``2000x3``, or ``ROWSxBATCHES:WARMUP`` to leave the first WARMUP
 batches (1 otherwise) out of the steady rate (``medium`` is ``200000x60:30``: see ``PRESETS``);
@@ -44,7 +48,7 @@ from typing import Any
 
 import psycopg
 
-from bench import copy_ceiling, data, kafka_input, protocol, recovery, runner
+from bench import copy_ceiling, data, kafka_input, mysql_sink, protocol, recovery, runner
 from bench.variants import (
     BY_NAME,
     REPO,
@@ -54,10 +58,14 @@ from bench.variants import (
     Variant,
     command,
     environment,
+    mariadb_jdbc_jars,
+    mariadb_jdbc_version,
     pgjdbc_jars,
     pgjdbc_version,
     pipeline_file,
 )
+from eo_jobs import mariadbserver
+from eo_jobs.mariadbserver import MariaDbServer
 from eo_jobs.pgserver import PgServer, temporary_server
 
 JSON_SCHEMA = "eo-bench/2"
@@ -97,11 +105,15 @@ beside the ledger costs (issue 30)."""
 SUMS_RATIO = "sums_eo"
 """JSON key of the sum-columns variant's rows/s over exactly-once's: what recording each
 batch's sums for the audit costs (issue 28)."""
+MYSQL_RATIO = "mysql_eo_jdbc"
+"""JSON key of ``exactly-once-mysql``'s rows/s over ``spark-jdbc-mysql``'s: eo's MySQL sink
+against Spark's JDBC writer into the same MariaDB (issue 29, target >= 1.0 at 200k)."""
 RATIO_LABELS = {
     "eo_alo": "EO/ALO",
     "eo_jdbc": "EO/JDBC",
     "eo_noop": "EO/noop",
     "eo_copy": "EO/COPY",
+    MYSQL_RATIO: "EO/JDBC (mysql)",
 }
 
 
@@ -336,22 +348,36 @@ def measure(
     folder: Path,
     csv: copy_ceiling.CsvFile | None,
     timeout: float,
+    mariadb: MariaDbServer | None = None,
 ) -> Measured:
-    """Run one variant against a new database and audit what it wrote."""
+    """Run one variant against a new database and audit what it wrote.
+
+    A MySQL variant writes into ``mariadb``'s ``bench.orders``, dropped and created again for
+    the run; its PostgreSQL database is eo's control database (the JDBC job only reads the
+    pipeline file that names it)."""
     folder.mkdir(parents=True)
     settle(server)
     # One database per run: size and variant and repeat in its name.
     database = f"{size.name}_{folder.name}".replace("-", "_")
     dsn = server.create_database(database)
-    data.create_table(dsn, variant.table, key=variant.mode == "upsert")
+    jdbc_url = f"jdbc:postgresql://127.0.0.1:{server.port}/{database}"
+    sink: mysql_sink.SinkTable | None = None
+    if variant.database == "mysql":
+        if mariadb is None:
+            raise ValueError(f"variant {variant.name} needs the bench's MariaDB server")
+        sink = mysql_sink.fresh_table(mariadb)
+        shape = replace(shape, mysql_table=sink.name)
+        jdbc_url = sink.jdbc_url
+    else:
+        data.create_table(dsn, variant.table, key=variant.mode == "upsert")
     if variant.totals:
         data.create_totals_table(dsn, TOTALS_TABLE)
     load = os.getloadavg()[0]
     if variant.spark:
         spec = pipeline_file(folder, variant, shape)
-        jdbc_url = f"jdbc:postgresql://127.0.0.1:{server.port}/{database}"
+        env = environment(dsn, sink.db.dsn if sink is not None else None)
         run = runner.run(
-            command(variant, spec, jdbc_url), environment(dsn), folder / "driver.log", REPO, timeout
+            command(variant, spec, jdbc_url), env, folder / "driver.log", REPO, timeout
         )
     else:
         assert csv is not None
@@ -375,14 +401,19 @@ def measure(
         steady=run.steady_after(size.warmup),
         batch_seconds=tuple(b.seconds for b in run.batches),
         protocol_ms=tuple(b.protocol_ms for b in run.batches if b.protocol_ms is not None),
-        audit=_audit(dsn, variant, size) if variant.writes else None,
+        audit=_audit(dsn, variant, size, sink) if variant.writes else None,
         load=load,
         log=str(run.log),
     )
 
 
-def _audit(dsn: str, variant: Variant, size: Size) -> data.Audit:
-    """The table against the events; the accumulate variant's totals against the table."""
+def _audit(
+    dsn: str, variant: Variant, size: Size, sink: mysql_sink.SinkTable | None = None
+) -> data.Audit:
+    """The table against the events; the accumulate variant's totals against the table; a
+    MySQL variant's table in MariaDB (``sink``)."""
+    if sink is not None:
+        return mysql_sink.audit(sink, size.events)
     found = data.audit(dsn, variant.table, size.events)
     if variant.sums:
         found = replace(found, sums_wrong=data.sums_wrong(dsn, variant.table))
@@ -452,6 +483,8 @@ def ratios(rows: list[dict[str, Any]], key: str) -> dict[str, float | None]:
     found[TOTALS_RATIO] = totals / eo if totals is not None and eo else None
     sums = by.get("sum-columns")
     found[SUMS_RATIO] = sums / eo if sums is not None and eo else None
+    eo_mysql, jdbc_mysql = by.get("exactly-once-mysql"), by.get("spark-jdbc-mysql")
+    found[MYSQL_RATIO] = eo_mysql / jdbc_mysql if eo_mysql is not None and jdbc_mysql else None
     return found
 
 
@@ -463,6 +496,7 @@ TARGETS = (
     ("EO/ALO >= 0.9 at 200k rows per batch", "medium", "eo_alo", 0.9),
     ("EO/ALO >= 0.9 at 1M rows per batch", "large", "eo_alo", 0.9),
     ("EO/noop >= 0.3 at 1M rows per batch", "large", "eo_noop", 0.3),
+    ("MySQL: EO/JDBC >= 1.0 at 200k rows per batch (issue 29)", "medium", MYSQL_RATIO, 1.0),
 )
 
 
@@ -554,13 +588,13 @@ VARIANT_COLUMNS = (
 )
 
 
-def machine(server: PgServer) -> dict[str, Any]:
-    """What the figures depend on: cores, memory, load, versions."""
+def machine(server: PgServer, mariadb: MariaDbServer | None = None) -> dict[str, Any]:
+    """What the figures depend on: cores, memory, load, versions (MariaDB's when it runs)."""
     with psycopg.connect(server.dsn()) as conn:
         row = conn.execute("SHOW server_version").fetchone()
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {
+    found = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(),
         "memory_gib": round(memory, 1),
@@ -573,6 +607,11 @@ def machine(server: PgServer) -> dict[str, Any]:
         "postgresql": row[0] if row else "?",
         "postgresql_jdbc": pgjdbc_version(),
     }
+    if mariadb is not None:
+        found["mariadb"] = mysql_sink.version(mariadb)
+        found["mariadb_jdbc"] = mariadb_jdbc_version()
+        found["pymysql"] = importlib.metadata.version("PyMySQL")
+    return found
 
 
 def run_all(args: argparse.Namespace, work: Path) -> Results:
@@ -590,7 +629,12 @@ def run_all(args: argparse.Namespace, work: Path) -> Results:
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(temporary_server(settings=protocol.SETTINGS))
         broker = _broker(stack, work) if args.source == "kafka" else None
-        results = Results(machine(server))
+        mariadb = None
+        if any(v.database == "mysql" for v in args.chosen):
+            say("starting a MariaDB server")
+            mariadb = mariadbserver.temporary_server(settings=mysql_sink.SETTINGS)
+            stack.callback(mariadb.remove)
+        results = Results(machine(server, mariadb))
         if not args.no_protocol:
             say(
                 f"protocol: decide+commit at partitions {args.phase2_partitions} x sinks "
@@ -618,7 +662,9 @@ def run_all(args: argparse.Namespace, work: Path) -> Results:
                         f"run {repeat + 1}: {variant.name}"
                     )
                     folder = work / size.name / f"{variant.name}-{repeat}"
-                    result = measure(server, variant, size, shape, folder, csv, args.timeout)
+                    result = measure(
+                        server, variant, size, shape, folder, csv, args.timeout, mariadb
+                    )
                     say(
                         f"  exit {result.code}, wall {result.wall:.1f} s, streaming "
                         f"{result.streaming:.1f} s, steady {result.steady:.1f} s, {result.audit}"
@@ -711,6 +757,12 @@ def document(args: argparse.Namespace, results: Results) -> dict[str, Any]:
     return doc
 
 
+def _display(name: str) -> str:
+    """A variant's name in the tables (``exactly-once (mysql)`` for ``exactly-once-mysql``)."""
+    variant = BY_NAME.get(name)
+    return variant.display if variant is not None else name
+
+
 def _phase2_cell(shape: dict[str, Any]) -> str:
     return f"{shape['decide_commit_ms_p50']:.1f} ({shape['decide_commit_ms_max']:.0f})"
 
@@ -736,7 +788,13 @@ def print_report(doc: dict[str, Any]) -> None:
             f"\n## {size['size']}: {size['rows_per_batch']:,} rows per batch x "
             f"{size['batches']} batches ({size['events']:,} events)\n"
         )
-        cells = [[_cell(row[key]) for _, key in VARIANT_COLUMNS] for row in size["variants"]]
+        cells = [
+            [
+                _cell(_display(row[key]) if key == "variant" else row[key])
+                for _, key in VARIANT_COLUMNS
+            ]
+            for row in size["variants"]
+        ]
         print(markdown([h for h, _ in VARIANT_COLUMNS], cells))
         steady, whole = size["ratios"], size["ratios_whole_run"]
         print(
@@ -747,6 +805,8 @@ def print_report(doc: dict[str, Any]) -> None:
             )
             + f", ledger+totals/EO {_cell(steady[TOTALS_RATIO])}; {_cell(whole[TOTALS_RATIO])}"
             + f", EO+sums/EO {_cell(steady[SUMS_RATIO])}; {_cell(whole[SUMS_RATIO])}"
+            + f", {RATIO_LABELS[MYSQL_RATIO]} {_cell(steady.get(MYSQL_RATIO))}; "
+            + _cell(whole.get(MYSQL_RATIO))
         )
     phase2 = doc["protocol"]["phase2"]
     if phase2:
@@ -810,8 +870,10 @@ def failures(args: argparse.Namespace, results: Results) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Generate the events, run everything, print the report."""
     args = _parse(argv)
-    if any(v.kind == "jdbc" for v in args.chosen):
+    if any(v.kind == "jdbc" and v.database == "postgres" for v in args.chosen):
         pgjdbc_jars()
+    if any(v.kind == "jdbc" and v.database == "mysql" for v in args.chosen):
+        mariadb_jdbc_jars()
     work = Path(tempfile.mkdtemp(prefix="eo-bench-"))
     results = run_all(args, work)
     doc = document(args, results)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.compare import RATIO_LABELS, RATIOS, markdown
+from bench.compare import MYSQL_RATIO, RATIO_LABELS, RATIOS, markdown
 
 LABELS = {
     "exactly-once": "eo exactly-once",
@@ -23,6 +23,8 @@ LABELS = {
     "spark-jdbc": "Spark JDBC",
     "spark-noop": "Spark -> noop",
     "copy": "COPY, no Spark",
+    "exactly-once-mysql": "eo exactly-once (mysql)",
+    "spark-jdbc-mysql": "Spark JDBC (mysql)",
 }
 
 
@@ -47,8 +49,11 @@ def render(doc: dict[str, Any]) -> str:
     """Markdown: throughput by size and variant with the ratios, then the protocol figures."""
     sizes = [s for s in doc["sizes"] if s["variants"]]
     names = [n for n in LABELS if any(n == v["variant"] for s in sizes for v in s["variants"])]
+    ratio_keys = [key for key, _ in RATIOS]
+    if any(s["ratios"].get(MYSQL_RATIO) is not None for s in sizes):  # issue 29's variants ran
+        ratio_keys.append(MYSQL_RATIO)
     headers = ["rows per batch (batches)", *[f"{LABELS[n]} rows/s" for n in names]]
-    headers += [RATIO_LABELS[key] for key, _ in RATIOS]
+    headers += [RATIO_LABELS[key] for key in ratio_keys]
     rows = []
     for size in sizes:
         rate = {v["variant"]: v["rows_per_s"] for v in size["variants"]}
@@ -56,7 +61,7 @@ def render(doc: dict[str, Any]) -> str:
             [
                 _size_label(size),
                 *[_rate(rate.get(n)) for n in names],
-                *[_ratio(size["ratios"][key]) for key, _ in RATIOS],
+                *[_ratio(size["ratios"].get(key)) for key in ratio_keys],
             ]
         )
     parts = [markdown(headers, rows)]

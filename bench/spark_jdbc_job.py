@@ -8,6 +8,9 @@ memory, shuffle partitions), so that every variant of the bench runs the same Sp
 
 Run as ``python -m bench.spark_jdbc_job PIPELINE.yaml --url JDBC_URL --jars JAR,...``; prints one
 JSON line per batch, ``{"event": "batch", "batch": N, "seconds": S}``, timed around the write.
+The table and the writer tasks are the first sink's, ``postgres`` or ``mysql`` (into MariaDB:
+``--driver org.mariadb.jdbc.Driver --user root``, Connector/J's options in the URL, and a larger
+``--batch-size``; see ``bench/mysql_sink.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--url", required=True, help="JDBC URL of the sink database")
     parser.add_argument("--user", default="postgres", help="database user")
     parser.add_argument("--jars", required=True, help="comma-separated JDBC driver jars")
+    parser.add_argument("--driver", default="org.postgresql.Driver", help="JDBC driver class")
+    parser.add_argument(
+        "--batch-size", type=int, help="Spark's JDBC batchsize (rows per executeBatch)"
+    )
     return parser.parse_args(argv)
 
 
@@ -106,10 +113,15 @@ def _read(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
 def main(argv: list[str] | None = None) -> int:
     """Run the query to the end of the available files (``availableNow``)."""
     args = _parse(argv)
-    properties = {"user": args.user, "driver": "org.postgresql.Driver"}
+    properties = {"user": args.user, "driver": args.driver}
+    if args.batch_size is not None:
+        properties["batchsize"] = str(args.batch_size)
 
     def write(spec: PipelineSpec, df: DataFrame) -> None:
-        sink = spec.sinks[0].postgres
+        first = spec.sinks[0]
+        sink = first.postgres or first.mysql
+        if sink is None:
+            raise ValueError(f"sink {first.name}: the JDBC baseline writes postgres or mysql sinks")
         # As many writer tasks (JDBC connections) as eo's writerPartitions.
         df.repartition(sink.writer_partitions).write.jdbc(
             args.url, sink.table, mode="append", properties=properties

@@ -7,6 +7,9 @@ as many concurrent writer tasks (``writerPartitions``). Only the write path diff
 variants are ceilings rather than alternatives: ``spark-noop`` is Spark reading and parsing the
 batch and throwing it away (what the engine costs before any write), ``copy`` is PostgreSQL's
 ``COPY`` of the same rows from a CSV file without Spark (what the database can take).
+``exactly-once-mysql`` and ``spark-jdbc-mysql`` (issue 29) are eo's MySQL sink and Spark's JDBC
+writer into the bench's MariaDB (``bench/mysql_sink.py``); eo's control database stays the
+run's PostgreSQL database (``spec.control``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ import yaml
 
 from bench.data import SCHEMA_DDL
 from bench.kafka_input import KafkaTopic
+from bench.mysql_sink import JDBC_BATCH_SIZE
 from eo_jobs.runtime.packages import COMPLETE_STAMP, eo_cache
 
 REPO = Path(__file__).resolve().parents[1]
 DSN_ENV = "BENCH_DSN"
+MYSQL_DSN_ENV = "BENCH_MYSQL_DSN"
+"""The MySQL variants' sink DSN (``mysql://...``), for ``sinks[].mysql.dsn``."""
 TABLE = "public.orders"
 KEYED_TABLE = "public.orders_by_id"
 """The upsert variant's table: ``order_id`` is its primary key (``ON CONFLICT`` needs one)."""
@@ -55,6 +61,16 @@ class Variant:
     sums: bool = False
     """The table declares ``sumColumns: [amount_cents]``: each batch's sum stored with its
     decision, for the audit."""
+    database: str = "postgres"
+    """The sink's database: ``postgres`` (the bench's PostgreSQL) or ``mysql`` (its MariaDB)."""
+    label: str = ""
+    """The name in the report's tables when it is not ``name`` (a command-line name has no
+    spaces)."""
+
+    @property
+    def display(self) -> str:
+        """How the report names it."""
+        return self.label or self.name
 
     @property
     def two_phase(self) -> bool:
@@ -73,7 +89,7 @@ class Variant:
 
     @property
     def table(self) -> str:
-        """The sink table of its run."""
+        """The sink table of its PostgreSQL run (a MySQL run's is ``bench.mysql_sink``'s)."""
         return KEYED_TABLE if self.mode == "upsert" else TABLE
 
 
@@ -120,6 +136,24 @@ VARIANTS = (
         "plain Structured Streaming, foreachBatch -> df.write.jdbc(mode='append')",
     ),
     Variant(
+        "exactly-once-mysql",
+        "eo",
+        "exactly-once",
+        "eo run into MariaDB, fenced 2PC: each writer task's rows in one XA branch (multi-row "
+        "INSERTs, XA PREPARE), the decision in the PostgreSQL control database, then XA COMMIT",
+        database="mysql",
+        label="exactly-once (mysql)",
+    ),
+    Variant(
+        "spark-jdbc-mysql",
+        "jdbc",
+        "at-least-once",
+        "plain Structured Streaming into MariaDB, foreachBatch -> df.write.jdbc(mode='append') "
+        "through Connector/J's bulk inserts",
+        database="mysql",
+        label="spark-jdbc (mysql)",
+    ),
+    Variant(
         "spark-noop",
         "noop",
         "none",
@@ -152,6 +186,8 @@ class Shape:
     """``triggerIntervalSeconds``: 0 starts a batch as soon as the last one ended."""
     table: str | None = None
     """The sink table instead of the variant's own."""
+    mysql_table: str | None = None
+    """``database.table`` of the MySQL variants' sink (``bench.mysql_sink.SinkTable.name``)."""
 
 
 def _source(shape: Shape) -> dict[str, object]:
@@ -179,15 +215,8 @@ def _source(shape: Shape) -> dict[str, object]:
 
 def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     """The pipeline file of one run (its own checkpoint folder inside ``folder``)."""
-    postgres: dict[str, object] = {
-        "dsn": {"env": DSN_ENV},
-        "table": shape.table or variant.table,
-        "writerPartitions": shape.partitions,
-    }
-    if variant.mode == "upsert":
-        postgres.update({"mode": "upsert", "keyColumns": ["order_id"]})
-    if variant.sums:
-        postgres["sumColumns"] = ["amount_cents"]
+    sink: dict[str, object] = {"name": "orders", **_first_sink(variant, shape)}
+    control = {"control": {"dsn": {"env": DSN_ENV}}} if variant.database == "mysql" else {}
     document = {
         "apiVersion": "eo.dev/v1alpha1",
         "kind": "ExactlyOncePipeline",
@@ -196,7 +225,8 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
             # The baselines borrow only source, sink table and Spark settings from this file.
             "guarantee": variant.guarantee if variant.kind == "eo" else "at-least-once",
             "source": _source(shape),
-            "sinks": [{"name": "orders", "postgres": postgres}, *_totals_sinks(variant, shape)],
+            **control,
+            "sinks": [sink, *_totals_sinks(variant, shape)],
             "checkpoint": {
                 "location": str(folder / "checkpoint"),
                 "triggerIntervalSeconds": shape.trigger_seconds,
@@ -207,6 +237,31 @@ def pipeline_file(folder: Path, variant: Variant, shape: Shape) -> Path:
     path = folder / "pipeline.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return path
+
+
+def _first_sink(variant: Variant, shape: Shape) -> dict[str, object]:
+    """The orders sink: ``postgres`` into the run's database, or ``mysql`` into MariaDB's
+    ``shape.mysql_table`` (the baselines read its table and writerPartitions too)."""
+    if variant.database == "mysql":
+        if shape.mysql_table is None:
+            raise ValueError(f"variant {variant.name}: Shape.mysql_table is not set")
+        return {
+            "mysql": {
+                "dsn": {"env": MYSQL_DSN_ENV},
+                "table": shape.mysql_table,
+                "writerPartitions": shape.partitions,
+            }
+        }
+    postgres: dict[str, object] = {
+        "dsn": {"env": DSN_ENV},
+        "table": shape.table or variant.table,
+        "writerPartitions": shape.partitions,
+    }
+    if variant.mode == "upsert":
+        postgres.update({"mode": "upsert", "keyColumns": ["order_id"]})
+    if variant.sums:
+        postgres["sumColumns"] = ["amount_cents"]
+    return {"postgres": postgres}
 
 
 def _totals_sinks(variant: Variant, shape: Shape) -> list[dict[str, object]]:
@@ -229,25 +284,44 @@ def _totals_sinks(variant: Variant, shape: Shape) -> list[dict[str, object]]:
     ]
 
 
+def _pinned(key: str) -> str:
+    """A version pinned in tools/jars/versions.properties."""
+    for line in VERSIONS.read_text().splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    raise RuntimeError(f"{key} is missing from {VERSIONS}")
+
+
 def pgjdbc_version() -> str:
     """The pinned PostgreSQL JDBC driver version (tools/jars/versions.properties)."""
-    for line in VERSIONS.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "postgresql.jdbc.version":
-            return value.strip()
-    raise RuntimeError(f"postgresql.jdbc.version is missing from {VERSIONS}")
+    return _pinned("postgresql.jdbc.version")
+
+
+def mariadb_jdbc_version() -> str:
+    """The pinned MariaDB Connector/J version (tools/jars/versions.properties)."""
+    return _pinned("mariadb.jdbc.version")
+
+
+def _cached_jars(folder: str, what: str) -> list[Path]:
+    """The jars of ``folder`` in the cache; says how to fetch them when they are not there."""
+    path = eo_cache() / "jars" / folder
+    jars = sorted(path.glob("*.jar"))
+    if not (path / COMPLETE_STAMP).is_file() or not jars:
+        raise RuntimeError(
+            f"{what} is not in {path}: run scripts/fetch-jars.sh (or ./dev setup) first"
+        )
+    return jars
 
 
 def pgjdbc_jars() -> list[Path]:
-    """The JDBC driver's jars in the cache; says how to fetch them when they are not there."""
-    folder = eo_cache() / "jars" / f"postgresql-jdbc-{pgjdbc_version()}"
-    jars = sorted(folder.glob("*.jar"))
-    if not (folder / COMPLETE_STAMP).is_file() or not jars:
-        raise RuntimeError(
-            f"the PostgreSQL JDBC driver is not in {folder}: run scripts/fetch-jars.sh "
-            "(or ./dev setup) first"
-        )
-    return jars
+    """The PostgreSQL JDBC driver's jars in the cache."""
+    return _cached_jars(f"postgresql-jdbc-{pgjdbc_version()}", "the PostgreSQL JDBC driver")
+
+
+def mariadb_jdbc_jars() -> list[Path]:
+    """MariaDB Connector/J's jars in the cache (the MySQL JDBC baseline's driver)."""
+    return _cached_jars(f"mariadb-jdbc-{mariadb_jdbc_version()}", "MariaDB Connector/J")
 
 
 def command(
@@ -255,17 +329,13 @@ def command(
 ) -> list[str]:
     """The driver's command line (Spark variants only)."""
     if variant.kind == "jdbc":
-        jars = ",".join(str(j) for j in pgjdbc_jars())
-        return [
-            sys.executable,
-            "-m",
-            "bench.spark_jdbc_job",
-            str(spec),
-            "--url",
-            jdbc_url,
-            "--jars",
-            jars,
-        ]
+        mysql = variant.database == "mysql"
+        jars = ",".join(str(j) for j in (mariadb_jdbc_jars() if mysql else pgjdbc_jars()))
+        args = [sys.executable, "-m", "bench.spark_jdbc_job", str(spec), "--url", jdbc_url]
+        if mysql:
+            args += ["--user", "root", "--driver", "org.mariadb.jdbc.Driver"]
+            args += ["--batch-size", str(JDBC_BATCH_SIZE)]
+        return [*args, "--jars", jars]
     if variant.kind == "noop":
         return [sys.executable, "-m", "bench.spark_noop_job", str(spec)]
     if variant.kind != "eo":
@@ -276,8 +346,10 @@ def command(
     return [*args, "--metrics-port", "0"]
 
 
-def environment(dsn: str) -> dict[str, str]:
-    """The driver's environment: ours, minus fault injection, plus the DSN."""
+def environment(dsn: str, mysql_dsn: str | None = None) -> dict[str, str]:
+    """The driver's environment: ours, minus fault injection, plus the DSNs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
     env[DSN_ENV] = dsn
+    if mysql_dsn is not None:
+        env[MYSQL_DSN_ENV] = mysql_dsn
     return env

@@ -3,6 +3,8 @@
 #   $EO_CACHE/jars/spark-kafka-<pyspark version>/   Spark's Kafka connector + its own deps
 #   $EO_CACHE/jars/kafka-broker-<kafka version>/    a Kafka broker (KRaft) for the tests
 #   $EO_CACHE/jars/postgresql-jdbc-<version>/       the PostgreSQL JDBC driver (bench baseline)
+#   $EO_CACHE/jars/mariadb-jdbc-<version>/          MariaDB Connector/J (bench baseline, LGPL-2.1:
+#                                                   bench only, never in an image)
 #   $EO_CACHE/jars/hadoop-aws-<hadoop version>/     Hadoop's S3A file system (s3a:// checkpoints)
 # Each folder is written whole, then stamped with `.complete`; a stamped folder is not
 # touched again, so a second run does nothing. The connector must match the installed
@@ -36,6 +38,8 @@ kafka_version="$(prop kafka.broker.version)"
 [[ -n "$kafka_version" ]] || die "kafka.broker.version missing from $TOOLS/versions.properties"
 pgjdbc_version="$(prop postgresql.jdbc.version)"
 [[ -n "$pgjdbc_version" ]] || die "postgresql.jdbc.version missing from $TOOLS/versions.properties"
+mariadb_jdbc_version="$(prop mariadb.jdbc.version)"
+[[ -n "$mariadb_jdbc_version" ]] || die "mariadb.jdbc.version missing from $TOOLS/versions.properties"
 # S3A must match the Hadoop client PySpark ships (hadoop-client-api-<version>.jar).
 hadoop_version="$(find "$pyspark_jars" -maxdepth 1 -name 'hadoop-client-api-*.jar' -printf '%f\n' \
   | sed -E 's/^hadoop-client-api-(.*)\.jar$/\1/' | head -n 1)"
@@ -144,6 +148,26 @@ fetch_postgresql_jdbc() {
   say "postgresql-jdbc $pgjdbc_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
 }
 
+fetch_mariadb_jdbc() {
+  local dest="$JARS_DIR/mariadb-jdbc-$mariadb_jdbc_version"
+  if [[ -f "$dest/.complete" ]]; then
+    say "mariadb-jdbc $mariadb_jdbc_version already in $dest"
+    return
+  fi
+  local tmp="$dest.partial.$$" log
+  log="$(mktemp)"
+  scratch+=("$tmp" "$log")
+  say "resolving org.mariadb.jdbc:mariadb-java-client:$mariadb_jdbc_version"
+  copy_deps "$TOOLS/mariadb-jdbc/pom.xml" "$tmp" "$log" \
+    -Dmariadb.jdbc.version="$mariadb_jdbc_version" \
+    || { cat "$log" >&2; die "could not resolve org.mariadb.jdbc:mariadb-java-client:$mariadb_jdbc_version"; }
+  drop_shipped_by_pyspark "$tmp"
+  rm -rf "$dest"
+  mv "$tmp" "$dest"
+  touch "$dest/.complete"
+  say "mariadb-jdbc $mariadb_jdbc_version -> $dest ($(find "$dest" -name '*.jar' | wc -l) jars)"
+}
+
 fetch_hadoop_aws() {
   local dest="$JARS_DIR/hadoop-aws-$hadoop_version"
   if [[ -f "$dest/.complete" ]]; then
@@ -168,4 +192,5 @@ mkdir -p "$JARS_DIR"
 fetch_spark_kafka
 fetch_kafka_broker
 fetch_postgresql_jdbc
+fetch_mariadb_jdbc
 fetch_hadoop_aws

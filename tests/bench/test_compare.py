@@ -77,7 +77,7 @@ def test_every_variant_runs_is_audited_and_reported_in_stable_json(
         assert rows[name]["exact"] is True, rows[name]
         assert rows[name]["decide_commit_p50_ms"] is not None
     assert set(size["ratios"]) == {
-        "eo_alo", "eo_jdbc", "eo_noop", "eo_copy", "totals_eo", "sums_eo"
+        "eo_alo", "eo_jdbc", "eo_noop", "eo_copy", "totals_eo", "sums_eo", "mysql_eo_jdbc"
     }  # fmt: skip
     assert all(value is not None for value in size["ratios"].values()), size["ratios"]
 
