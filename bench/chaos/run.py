@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import psycopg
 import pymysql
@@ -21,10 +20,6 @@ from bench.chaos import audit as checks
 from bench.chaos.continuous import ContinuousAudit, chaos_target
 from bench.chaos.driver import ChaosDriver
 from bench.chaos.faults import KINDS, MYSQL_KINDS
-
-if TYPE_CHECKING:
-    from tests.support.mariadb import MariaDbServer
-
 from bench.chaos.stream import (
     CHUNK,
     CHUNK_SECONDS,
@@ -33,6 +28,8 @@ from bench.chaos.stream import (
     file_emitter,
     kafka_emitter,
 )
+from eo_jobs.mariadbserver import MariaDbServer
+from eo_jobs.mariadbserver import temporary_server as temporary_mariadb
 from eo_jobs.pgserver import PgServer, temporary_server
 from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
@@ -273,8 +270,6 @@ def run(plan: Plan, work: Path) -> Summary:
         server = stack.enter_context(temporary_server())
         mysql = None
         if plan.sink == "mysql":
-            from tests.support.mariadb import temporary_server as temporary_mariadb
-
             mysql = temporary_mariadb()
             stack.callback(mysql.remove)
         if plan.source == "kafka":
