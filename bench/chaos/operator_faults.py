@@ -8,7 +8,10 @@ immediate PostgreSQL restart; every sink session terminated; a writer task faili
 SIGKILL at a random protocol point (the last two through the fault file, which the node passes
 to every pod's environment); with executors, an executor pod deleted in the middle of a task;
 and the driver's node partitioned from the API server (its processes run on as zombies) until
-the operator has fenced the driver and a driver on the other node has decided a batch.
+the operator has fenced the driver and a driver on the other node has decided a batch. And the
+week-to-week changes: a valid spec edit (a restart at a batch boundary with a new epoch), an
+edit eo refuses (the driver keeps running the last good spec, then the edit is reverted), and
+the operator restarted gracefully, as a rolling upgrade does (no driver restarts).
 """
 
 from __future__ import annotations
@@ -287,6 +290,66 @@ class OperatorChaos:
             return "zombie-killed-at-heal"
         return "zombie-fenced" if code == EXIT_FENCED else f"zombie-exited-{code}"
 
+    def spec_edit(self) -> str:
+        """A valid edit mid-run (``restartNonce``, as a person restarting on purpose would):
+        the operator stops the driver at a batch boundary and launches the next epoch."""
+        epoch = self.epoch_number()
+        self._pause()
+        nonce = self.rng.randrange(1, 1 << 30)
+        patch = json.dumps({"spec": {"restartNonce": nonce}})
+        self.kubectl("patch", "eop", NAME, "-n", NAMESPACE, "--type=merge", "-p", patch)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while self.highest_decided_epoch() <= epoch:
+            if time.monotonic() > deadline:
+                self.stalls += 1
+                return "not-restarted"
+            time.sleep(0.5)
+        return "restarted"
+
+    def spec_edit_invalid(self) -> str:
+        """An edit the API server takes but eo refuses (a sink whose DSN is an env reference,
+        which only a local run can resolve): the running driver keeps the last good spec and
+        goes on deciding batches; the edit is then reverted."""
+        pod = self._running_driver()
+        epoch, before = self.epoch_number(), checks.last_batch(self.dsn)
+        refused = {
+            "name": "refused",
+            "postgres": {"dsn": {"env": "NOT_ON_KUBERNETES"}, "table": "public.refused"},
+        }
+        add = json.dumps([{"op": "add", "path": "/spec/sinks/-", "value": refused}])
+        self.kubectl("patch", "eop", NAME, "-n", NAMESPACE, "--type=json", "-p", add)
+        try:
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while checks.last_batch(self.dsn) <= before + 2:
+                if time.monotonic() > deadline:
+                    self.stalls += 1
+                    return "stopped-deciding"
+                time.sleep(0.5)
+            same = self.driver_pod()
+            kept = same is not None and same["metadata"]["name"] == pod["metadata"]["name"]
+        finally:
+            sinks = json.loads(
+                self.kubectl("get", "eop", NAME, "-n", NAMESPACE, "-o", "json").stdout
+            )["spec"]["sinks"]
+            index = next(i for i, sink in enumerate(sinks) if sink["name"] == "refused")
+            remove = json.dumps([{"op": "remove", "path": f"/spec/sinks/{index}"}])
+            self.kubectl("patch", "eop", NAME, "-n", NAMESPACE, "--type=json", "-p", remove)
+        return "kept-running" if kept and self.epoch_number() == epoch else "driver-replaced"
+
+    def operator_restart(self) -> str:
+        """The operator stopped gracefully and started again, as a rolling upgrade of its
+        Deployment does (same version here): the driver keeps running, nothing restarts it."""
+        pod = self._running_driver()
+        epoch = self.epoch_number()
+        self._pause()
+        self.operator.stop(signal.SIGTERM)
+        self.operator.start()
+        self.operator_restarts += 1
+        time.sleep(15)  # a few reconcile passes of the new process
+        same = self.driver_pod()
+        kept = same is not None and same["metadata"]["name"] == pod["metadata"]["name"]
+        return "driver-kept" if kept and self.epoch_number() == epoch else "driver-restarted"
+
     def _until_healthy(self, node: str) -> None:
         """Until the healed node is Ready and untainted; else a stall (the run goes on: the
         audit at the end still says whether anything was lost or doubled)."""
@@ -327,6 +390,9 @@ KINDS: dict[str, Callable[[OperatorChaos], str]] = {
     "crash-point": OperatorChaos.crash_point,
     "node-partition": OperatorChaos.node_partition,
     "executor-delete": OperatorChaos.executor_delete,
+    "spec-edit": OperatorChaos.spec_edit,
+    "spec-edit-invalid": OperatorChaos.spec_edit_invalid,
+    "operator-restart": OperatorChaos.operator_restart,
 }
 EXECUTOR_KINDS = frozenset({"executor-delete"})
 """Kinds that need executor pods (``--executors`` > 0)."""
