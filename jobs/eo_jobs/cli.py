@@ -324,7 +324,7 @@ def _start_position(args: argparse.Namespace, target: Any) -> Any:
     from pathlib import Path
 
     from eo_jobs.audit import Position
-    from eo_jobs.protocol.control import ControlStore
+    from eo_jobs.protocol.databases import control_store
     from eo_jobs.protocol.gid import query_token
 
     if args.position and Path(args.position).exists():
@@ -334,7 +334,7 @@ def _start_position(args: argparse.Namespace, target: Any) -> Any:
             raise CliError(f"{args.position} is not a saved audit position: {exc}", 1) from None
     if args.since_batch is None:
         return None
-    store = ControlStore(target.control_dsn)
+    store = control_store(target.control_dsn)
     try:
         queries = store.queries(target.pipeline) if store.has_control_tables() else []
     finally:

@@ -152,3 +152,15 @@ def test_an_audit_column_is_for_append_sinks_only(postgres: dict[str, object]) -
 def test_an_append_sink_takes_an_audit_column() -> None:
     sink = parse_pipeline(_document(auditColumn="eo_batch")).spec.sinks[0]
     assert sink.postgres.audit_column == "eo_batch"
+
+
+def test_a_pipeline_whose_only_database_is_mysql_needs_no_spec_control() -> None:
+    document = yaml.safe_load(EXAMPLE.read_text())
+    sink = document["spec"]["sinks"][0]
+    sink.pop("postgres")
+    sink["mysql"] = {"dsn": {"env": "LEDGER_DSN"}, "table": "shop.ledger"}
+    document["spec"].pop("control", None)
+    spec = parse_pipeline(document).spec
+    assert spec.control is None and spec.sinks[0].kind == "mysql"
+    crd = Path(__file__).resolve().parents[2] / "crds" / "exactlyoncepipelines.eo.dev.yaml"
+    assert "has(self.control) || has(self.sinks[0].postgres)" not in crd.read_text()
