@@ -225,7 +225,7 @@ def test_audit_positions_and_the_participant_registry_round_trip(
 def test_two_first_fence_raises_are_serialised_and_report_the_fence_that_won(
     control_dsn: str, control: ControlDatabase
 ) -> None:
-    for trial in range(15):
+    for trial in range(60):
         pipeline = f"race/{trial}"
         results: dict[int, FenceChange | FenceRegressionError] = {}
         start = threading.Barrier(2)
