@@ -354,3 +354,25 @@ def test_the_control_tables_are_reported_only_once_they_exist(control_dsn: str) 
         assert store.has_control_tables()
     finally:
         store.close()
+
+
+def test_a_frozen_raise_holding_the_pipelines_named_lock_is_ended_in_mysql(
+    mariadb_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mysql_control, "STUCK_HOLDER_SECONDS", 1.0)
+    store = mysql_control.MySqlControlStore(mariadb_db.dsn)
+    store.ensure_schema()
+    store.raise_fence(PIPELINE, 1)
+    frozen = mariadb_db.connect()  # a raise frozen after GET_LOCK, before its transaction
+    with frozen.cursor() as cur:
+        cur.execute(
+            "SELECT GET_LOCK(%s, 0)",
+            (mysql_control.fence_lock_name(mariadb_db.name, PIPELINE),),
+        )
+        assert cur.fetchone() == (1,)
+    started = time.monotonic()
+    assert store.raise_fence(PIPELINE, 2) == FenceChange(1, 2)
+    assert 1.0 <= time.monotonic() - started < 6.0
+    with pytest.raises(pymysql.err.OperationalError):
+        frozen.cursor().execute("SELECT 1")
+    store.close()

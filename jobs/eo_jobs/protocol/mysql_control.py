@@ -83,6 +83,7 @@ LOCK_WAIT_SECONDS = 10
 STATEMENT_SECONDS = 120
 """Session ``max_statement_time`` (MariaDB; MySQL has no equivalent for writes)."""
 UNKNOWN_SYSTEM_VARIABLE = 1193
+LOCK_WAIT_TIMEOUT = 1205
 UNKNOWN_TABLE = 1109
 NO_SUCH_TABLE = 1146
 
@@ -310,10 +311,12 @@ class MySqlControlStore(ControlDatabase):
                 cur.execute("SELECT GET_LOCK(%s, %s)", (name, self._lock_wait))
                 got = cur.fetchone()
             if got is None or got[0] != 1:
-                raise TimeoutError(
+                # The same error as a row lock wait that timed out: callers retry either.
+                raise pymysql.err.OperationalError(
+                    LOCK_WAIT_TIMEOUT,
                     f"raising the sink fence of {pipeline}: another raise of it held the lock "
                     f"{name!r} for {self._lock_wait}s (IS_USED_LOCK names its connection); "
-                    "retry once it has finished"
+                    "retry once it has finished",
                 )
             try:
                 with self._transaction(conn) as cur:
