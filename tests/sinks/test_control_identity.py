@@ -69,7 +69,7 @@ def databases(
         base = str(request.getfixturevalue("mariadb_db").name)
         dsns = {n: server.create_database(f"{base}_{n.lower()}").dsn for n in "ABC"}
     else:
-        base = psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"]
+        base = str(psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"])
         dsns = {name: pg_server.create_database(f"{base}_{name.lower()}") for name in "ABC"}
     for name, dsn in dsns.items():
         harness.create_table(dsn)
