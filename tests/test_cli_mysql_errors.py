@@ -6,7 +6,8 @@ from __future__ import annotations
 import pymysql
 import pytest
 
-from eo_jobs.exits import EXIT_DATABASE, EXIT_FAILED, EXIT_PRIVILEGE, explain
+from eo_jobs.cli import main
+from eo_jobs.exits import EXIT_DATABASE, EXIT_FAILED, EXIT_PRIVILEGE, EXIT_USAGE, explain
 from tests.support.mariadb import MariaDbDatabase
 
 
@@ -55,3 +56,15 @@ def test_a_missing_grant_a_lost_server_and_a_refusal_each_have_their_exit_code(
 def test_a_refused_login_or_connection_is_a_database_that_cannot_be_reached(code: int) -> None:
     explained = explain(pymysql.err.OperationalError(code, "nope"), "sweep")
     assert explained is not None and explained[0] == EXIT_DATABASE
+
+
+def test_eo_report_on_a_mysql_decision_log_says_it_reads_postgresql_only(
+    mariadb_db: MariaDbDatabase,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("EO_SINK_LEDGER_DSN", mariadb_db.dsn)
+    args = ["report", "--pipeline", "ns/p", "--sink", f"ledger={mariadb_db.name}.ledger"]
+    assert main([*args, "--from", "2026-01-01T00:00:00+00:00", "--to", "2026-01-02"]) == EXIT_USAGE
+    line = capsys.readouterr().err.strip()
+    assert "PostgreSQL control database only" in line and "eo audit" in line and "\n" not in line

@@ -385,6 +385,15 @@ def _reconcile(args: argparse.Namespace) -> int:
         sources = report.ReportSources(
             target.pipeline, target.control_dsn, {s.name: s.dsn for s in target.sinks}, dead
         )
+    from eo_jobs.protocol.databases import kind
+
+    if kind(sources.control_dsn) != "postgresql":
+        raise CliError(
+            f"eo report reads the decision log of a PostgreSQL control database only, and "
+            f"{sources.pipeline}'s is {kind(sources.control_dsn)}: use eo audit, which reads "
+            "both kinds, or give the pipeline a PostgreSQL spec.control",
+            EXIT_USAGE,
+        )
     if args.verify:
         try:
             saved = json.loads(Path(args.verify).read_text(encoding="utf-8"))
