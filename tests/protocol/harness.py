@@ -53,8 +53,8 @@ def create_table(dsn: str, table: str = TABLE, *, key: bool = False) -> None:
                 "amount_cents bigint, version bigint) ENGINE=InnoDB"
             )
         return
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute(
             f"CREATE TABLE IF NOT EXISTS {table} (id bigint{pk}, batch_id bigint, "
             "amount_cents bigint, version bigint)"
         )
@@ -154,6 +154,7 @@ class Audit:
 def audit(dsn: str, batches: range) -> Audit:
     """Compare the table with the union of the batches' inputs."""
     expected = {r[0] for b in batches for r in batch_rows(b)}
+    left: tuple[int, ...] | None
     if kind(dsn) == "mysql":
         store = mysql_xa.MySqlPreparedTransactions(dsn)
         try:
