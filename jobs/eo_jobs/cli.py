@@ -324,7 +324,7 @@ def _start_position(args: argparse.Namespace, target: Any) -> Any:
     from pathlib import Path
 
     from eo_jobs.audit import Position
-    from eo_jobs.protocol.control import ControlStore
+    from eo_jobs.protocol.databases import control_store
     from eo_jobs.protocol.gid import query_token
 
     if args.position and Path(args.position).exists():
@@ -334,7 +334,7 @@ def _start_position(args: argparse.Namespace, target: Any) -> Any:
             raise CliError(f"{args.position} is not a saved audit position: {exc}", 1) from None
     if args.since_batch is None:
         return None
-    store = ControlStore(target.control_dsn)
+    store = control_store(target.control_dsn)
     try:
         queries = store.queries(target.pipeline) if store.has_control_tables() else []
     finally:
@@ -384,6 +384,15 @@ def _reconcile(args: argparse.Namespace) -> int:
         dead = (target.sinks[0].dsn, args.dead_letter_table) if args.dead_letter_table else None
         sources = report.ReportSources(
             target.pipeline, target.control_dsn, {s.name: s.dsn for s in target.sinks}, dead
+        )
+    from eo_jobs.protocol.databases import kind
+
+    if kind(sources.control_dsn) != "postgresql":
+        raise CliError(
+            f"eo report reads the decision log of a PostgreSQL control database only, and "
+            f"{sources.pipeline}'s is {kind(sources.control_dsn)}: use eo audit, which reads "
+            "both kinds, or give the pipeline a PostgreSQL spec.control",
+            EXIT_USAGE,
         )
     if args.verify:
         try:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 import psycopg
+import pymysql
 
 from eo_jobs.protocol.errors import (
     EXIT_CHECKPOINT_RESET,
@@ -133,4 +134,31 @@ def _database(exc: BaseException, command: str, users: Sequence[str]) -> tuple[i
     if isinstance(exc, psycopg.Error):
         state = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
         return EXIT_FAILED, f"eo: the database refused: {one_line(exc)}{state}"
+    if isinstance(exc, pymysql.MySQLError):
+        return _mysql(exc, command, users)
     return None
+
+
+MYSQL_PRIVILEGE = frozenset({1044, 1142, 1143, 1227, 1370})
+"""Access denied to a database, a table, a column, or for lack of a privilege or grant."""
+MYSQL_UNREACHABLE = frozenset({1040, 1045, 1049, 1053, 2002, 2003, 2005, 2006, 2013, 2055})
+"""Too many connections, a refused login, an unknown database, a server shutting down, gone,
+or a connection lost: a MySQL/MariaDB control or sink database that cannot be reached."""
+
+
+def _mysql(exc: pymysql.MySQLError, command: str, users: Sequence[str]) -> tuple[int, str]:
+    """A MySQL/MariaDB error (a control database or a sink of that kind) as ``_database``."""
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
+    text = " ".join(str(exc.args[1] if len(exc.args) > 1 else exc).split())
+    if code in MYSQL_PRIVILEGE:
+        who = f" (as database user {', '.join(users)})" if users else ""
+        return EXIT_PRIVILEGE, (
+            f"eo: {text} (MySQL error {code}){who}: run `eo audit PIPELINE.yaml` to see which "
+            f"GRANT is missing, or run eo {command} as a user that has it"
+        )
+    if code in MYSQL_UNREACHABLE:
+        return EXIT_DATABASE, (
+            f"eo: lost the database: {text} (MySQL error {code}); check that the server is up, "
+            f"then run eo {command} again"
+        )
+    return EXIT_FAILED, f"eo: the database refused: {text} (MySQL error {code})"

@@ -31,8 +31,7 @@ from typing import Any
 
 from eo_jobs.audit import AuditResult, Position, Status, audit
 from eo_jobs.audit.targets import target_for
-from eo_jobs.protocol.control import ControlStore
-from eo_jobs.protocol.retention import forget_audited, record_audited
+from eo_jobs.protocol.control_api import ControlDatabase
 from eo_jobs.spec.models import Pipeline
 from eo_operator.audit_metrics import AuditMetrics
 from eo_operator.kube import Kube
@@ -66,7 +65,7 @@ class ContinuousAudit:
         obj: dict[str, Any],
         pipeline: Pipeline,
         dsns: Mapping[str, str],
-        control: ControlStore,
+        control: ControlDatabase,
     ) -> None:
         """One pass of ``pipeline`` if its interval has passed; nothing otherwise."""
         settings = pipeline.spec.audit
@@ -92,7 +91,7 @@ class ContinuousAudit:
         )
         self._publish(obj, pipeline, saved, result, now, interval)
         if result.end.batches:
-            control.run(lambda conn: record_audited(conn, pipeline.key, result.end.batches))
+            control.record_audited(pipeline.key, result.end.batches)
 
     def _publish(
         self,
@@ -159,13 +158,15 @@ class ContinuousAudit:
             self.kube.event(obj, "AuditRecovered", message)
             log.info("%s: audit: %s", pipeline.key, message)
 
-    def _switch_off(self, obj: dict[str, Any], pipeline: Pipeline, control: ControlStore) -> None:
+    def _switch_off(
+        self, obj: dict[str, Any], pipeline: Pipeline, control: ControlDatabase
+    ) -> None:
         """The audit was switched off: forget its position, condition and series (once)."""
         status = obj.get("status") or {}
         kept = [c for c in status.get("conditions") or [] if c.get("type") != AUDITED]
         if status.get("audit") is None and len(kept) == len(status.get("conditions") or []):
             return
-        control.run(lambda conn: forget_audited(conn, pipeline.key))
+        control.forget_audited(pipeline.key)
         self.kube.patch_status(obj, {"audit": None, "conditions": kept})
         self.metrics.forget(pipeline.metadata.namespace, pipeline.metadata.name)
 

@@ -29,7 +29,6 @@ from kubernetes.client.exceptions import ApiException
 
 from eo_jobs.protocol.control import ForeignFenceOwnerError
 from eo_jobs.protocol.errors import FenceRegressionError
-from eo_jobs.protocol.retention import forget_audited
 from eo_jobs.sinks.postgres.credentials import env_var_for
 from eo_jobs.spec.models import EPOCH_ANNOTATION, Pipeline
 from eo_operator.blockers import classify, safe_message
@@ -168,7 +167,7 @@ def _fence_and_resolve(kube: Kube, obj: dict[str, Any], sinks: PipelineSinks, ep
         # in another cluster, takes the fence above this epoch without a hand-over.
         control.release_fence(key, owner)
         # Nor does its audit position hold markers back any more (protocol/retention.py).
-        control.run(lambda conn: forget_audited(conn, key))
+        control.forget_audited(key)
         summary = (
             f"driver stopped; fenced to {epoch}; {len(report.committed)} committed, "
             f"{len(report.rolled_back)} rolled back, {report.left} left; fence released"

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Final
 
-import psycopg
-from psycopg.rows import dict_row
-
-from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.control_api import ControlDatabase
 
 MARGIN: Final = timedelta(seconds=60)
 """How far behind the newest timestamp seen each read starts again (keys dedupe the overlap)."""
@@ -64,36 +61,38 @@ class BatchTally:
     _failed_high: datetime | None = None
     _failed: dict[int, datetime] = field(default_factory=dict)
 
-    def read(self, control: ControlStore, pipeline: str) -> Fresh:
+    def read(self, control: ControlDatabase, pipeline: str) -> Fresh:
         """Count the decisions and failures that appeared since the previous read."""
         first = not self._primed
-        rows = control.run(lambda conn: self._decisions(conn, pipeline))
-        failures = control.run(lambda conn: self._failures(conn, pipeline))
+        first_look = FIRST_LOOK.total_seconds()
+        since = None if self._decided_high is None else self._decided_high - MARGIN
+        rows = control.timings(pipeline, since, first_look, sorted(self._pending))
+        failed_since = None if self._failed_high is None else self._failed_high - MARGIN
+        failures = control.failures_after(pipeline, failed_since, first_look)
         checkpoint: list[float] = []
         commit: list[float] = []
         new_batches = 0
         for row in rows:
-            key: Key = (str(row["query_id"]), int(row["batch_id"]))
-            decided_at: datetime = row["decided_at"]
+            key: Key = (row.query_id, row.batch_id)
+            decided_at: datetime = row.decided_at
             if key not in self._decided:
                 self._decided[key] = decided_at
                 if self._decided_high is None or decided_at > self._decided_high:
                     self._decided_high = decided_at
                 if not first:
                     new_batches += 1
-                if row["commit_ms"] is None:
+                if row.commit_ms is None:
                     self._pending[key] = decided_at
                     continue
                 if first:
                     continue
-            elif key not in self._pending or row["commit_ms"] is None:
+            elif key not in self._pending or row.commit_ms is None:
                 continue
             self._pending.pop(key, None)
-            commit_ms = float(row["commit_ms"])
+            commit_ms = float(row.commit_ms)
             commit.append(commit_ms / 1000.0)
             checkpoint.append(
-                (float(row["prepare_ms"] or 0.0) + float(row["decide_ms"] or 0.0) + commit_ms)
-                / 1000.0
+                (float(row.prepare_ms or 0.0) + float(row.decide_ms or 0.0) + commit_ms) / 1000.0
             )
         new_failures = 0
         for failure_id, failed_at in failures:
@@ -109,38 +108,6 @@ class BatchTally:
         self.batches += new_batches
         self.failures += new_failures
         return Fresh(new_batches, new_failures, tuple(checkpoint), tuple(commit))
-
-    def _decisions(self, conn: psycopg.Connection[Any], pipeline: str) -> list[dict[str, Any]]:
-        since = None if self._decided_high is None else self._decided_high - MARGIN
-        pending = sorted(self._pending)
-        cur = conn.cursor(row_factory=dict_row)
-        return cur.execute(
-            """SELECT query_id, batch_id, decided_at, prepare_ms, decide_ms, commit_ms
-               FROM eo.decisions
-               WHERE pipeline = %(p)s
-                 AND (decided_at > coalesce(%(since)s, clock_timestamp() - %(first)s)
-                      OR (query_id, batch_id) IN (
-                          SELECT * FROM unnest(%(q)s::text[], %(b)s::bigint[])))
-               ORDER BY decided_at""",
-            {
-                "p": pipeline,
-                "since": since,
-                "first": FIRST_LOOK,
-                "q": [q for q, _ in pending],
-                "b": [b for _, b in pending],
-            },
-        ).fetchall()
-
-    def _failures(self, conn: psycopg.Connection[Any], pipeline: str) -> list[tuple[int, datetime]]:
-        since = None if self._failed_high is None else self._failed_high - MARGIN
-        rows = conn.execute(
-            """SELECT id, failed_at FROM eo.failures
-               WHERE pipeline = %(p)s
-                 AND failed_at > coalesce(%(since)s, clock_timestamp() - %(first)s)
-               ORDER BY failed_at""",
-            {"p": pipeline, "since": since, "first": FIRST_LOOK},
-        ).fetchall()
-        return [(int(i), t) for i, t in rows]
 
     def _prune(self) -> None:
         """Forget keys that no later read can return again (bounded memory)."""

@@ -14,3 +14,15 @@ def sink_dsn(request: pytest.FixtureRequest, pg_dsn: str) -> str:
     if request.param == "postgresql":
         return pg_dsn
     return str(request.getfixturevalue("mariadb_db").dsn)
+
+
+CONTROL_KINDS = ("postgresql", "mariadb")
+
+
+@pytest.fixture(params=CONTROL_KINDS)
+def control_dsn(request: pytest.FixtureRequest, pg_dsn: str) -> str:
+    """The control database's DSN: ``pg_dsn``, or a fresh MariaDB database (the same one a
+    MariaDB ``sink_dsn`` of the test gets: a pipeline whose only database is MySQL)."""
+    if request.param == "postgresql":
+        return pg_dsn
+    return str(request.getfixturevalue("mariadb_db").dsn)

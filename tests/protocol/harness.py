@@ -25,9 +25,8 @@ from pathlib import Path
 import psycopg
 
 from eo_jobs.protocol import mysql_xa
-from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.coordinator import BatchResult, Coordinator, Prepared
-from eo_jobs.protocol.databases import kind, participant_store
+from eo_jobs.protocol.databases import control_store, kind, participant_store
 from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import pipeline_prefix
 from eo_jobs.sinks.mysql.writer import MySqlWriter
@@ -54,8 +53,8 @@ def create_table(dsn: str, table: str = TABLE, *, key: bool = False) -> None:
                 "amount_cents bigint, version bigint) ENGINE=InnoDB"
             )
         return
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
+    with psycopg.connect(dsn, autocommit=True) as pg:
+        pg.execute(
             f"CREATE TABLE IF NOT EXISTS {table} (id bigint{pk}, batch_id bigint, "
             "amount_cents bigint, version bigint)"
         )
@@ -94,7 +93,7 @@ def coordinator(
     """A coordinator whose control tables live in ``dsn``, and its sink too unless
     ``sink_dsn`` names another database (of any kind)."""
     return Coordinator(
-        pipeline, epoch, ControlStore(dsn), {SINK: participant_store(sink_dsn or dsn)}
+        pipeline, epoch, control_store(dsn), {SINK: participant_store(sink_dsn or dsn)}
     )
 
 
@@ -155,6 +154,7 @@ class Audit:
 def audit(dsn: str, batches: range) -> Audit:
     """Compare the table with the union of the batches' inputs."""
     expected = {r[0] for b in batches for r in batch_rows(b)}
+    left: tuple[int, ...] | None
     if kind(dsn) == "mysql":
         store = mysql_xa.MySqlPreparedTransactions(dsn)
         try:

@@ -3,16 +3,16 @@
 Each test: a driver (child process, epoch 1) runs batches 0-2 and kills itself at the crash
 point in batch 1; recovery fences to epoch 2 and resolves what was left; a new driver replays
 batches 0-2. The table must then hold every source row exactly once, with nothing prepared.
-Each runs with the sink in PostgreSQL (the control database itself) and in MariaDB (XA
-branches; the control tables stay in PostgreSQL): ``sink_dsn``.
+Each runs with the sink in PostgreSQL and in MariaDB (XA branches): ``sink_dsn``, and the control
+tables in PostgreSQL and in MariaDB: ``control_dsn`` (both MariaDB: one MySQL database holds the
+control tables and the sink, no PostgreSQL involved).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from eo_jobs.protocol.control import ControlStore
-from eo_jobs.protocol.databases import participant_store
+from eo_jobs.protocol.databases import control_store, participant_store
 from eo_jobs.protocol.recovery import recover
 from tests.protocol import harness
 
@@ -29,11 +29,11 @@ EXPECTED = {
 
 @pytest.mark.parametrize("point", list(EXPECTED))
 def test_a_driver_killed_at_a_crash_point_loses_and_duplicates_nothing(
-    pg_dsn: str, sink_dsn: str, point: str
+    control_dsn: str, sink_dsn: str, point: str
 ) -> None:
     harness.create_table(sink_dsn)
     code = harness.run_in_child(
-        pg_dsn, epoch=1, batches=[0, 1, 2], fault=point, fault_batch=1, sink_dsn=sink_dsn
+        control_dsn, epoch=1, batches=[0, 1, 2], fault=point, fault_batch=1, sink_dsn=sink_dsn
     )
     assert code == -9, "the driver should have been killed at the crash point"
 
@@ -41,7 +41,9 @@ def test_a_driver_killed_at_a_crash_point_loses_and_duplicates_nothing(
     left, to_commit, to_roll_back = EXPECTED[point]
     assert before.prepared_left == left
 
-    report = recover(ControlStore(pg_dsn), [participant_store(sink_dsn)], harness.PIPELINE, epoch=2)
+    report = recover(
+        control_store(control_dsn), [participant_store(sink_dsn)], harness.PIPELINE, epoch=2
+    )
     assert (len(report.committed), len(report.rolled_back), report.left) == (
         to_commit,
         to_roll_back,
@@ -50,16 +52,17 @@ def test_a_driver_killed_at_a_crash_point_loses_and_duplicates_nothing(
     assert report.fence_from == 1 and report.fence_to == 2
 
     assert (
-        harness.run_in_child(pg_dsn, epoch=2, batches=[0, 1, 2], fault=None, sink_dsn=sink_dsn) == 0
+        harness.run_in_child(control_dsn, epoch=2, batches=[0, 1, 2], fault=None, sink_dsn=sink_dsn)
+        == 0
     )
     after = harness.audit(sink_dsn, range(0, 3))
     assert (after.duplicates, after.missing, after.unexpected, after.prepared_left) == (0, 0, 0, 0)
     assert after.rows == 3 * harness.ROWS_PER_BATCH
 
 
-def test_a_replayed_decided_batch_writes_nothing(pg_dsn: str, sink_dsn: str) -> None:
+def test_a_replayed_decided_batch_writes_nothing(control_dsn: str, sink_dsn: str) -> None:
     harness.create_table(sink_dsn)
-    coord = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
+    coord = harness.coordinator(control_dsn, 1, sink_dsn=sink_dsn)
     coord.startup()
     first = harness.run_batch(coord, sink_dsn, 0)
     again = harness.run_batch(coord, sink_dsn, 0)
@@ -67,14 +70,14 @@ def test_a_replayed_decided_batch_writes_nothing(pg_dsn: str, sink_dsn: str) -> 
     assert harness.audit(sink_dsn, range(1)).rows == harness.ROWS_PER_BATCH
 
 
-def test_recovery_twice_is_the_same_as_once(pg_dsn: str, sink_dsn: str) -> None:
+def test_recovery_twice_is_the_same_as_once(control_dsn: str, sink_dsn: str) -> None:
     harness.create_table(sink_dsn)
     harness.run_in_child(
-        pg_dsn, 1, [0, 1], fault="after-decision", fault_batch=1, sink_dsn=sink_dsn
+        control_dsn, 1, [0, 1], fault="after-decision", fault_batch=1, sink_dsn=sink_dsn
     )
     stores = [participant_store(sink_dsn)]
-    first = recover(ControlStore(pg_dsn), stores, harness.PIPELINE, 2)
-    second = recover(ControlStore(pg_dsn), stores, harness.PIPELINE, 2)
+    first = recover(control_store(control_dsn), stores, harness.PIPELINE, 2)
+    second = recover(control_store(control_dsn), stores, harness.PIPELINE, 2)
     assert len(first.committed) == 3
     assert (second.committed, second.rolled_back, second.left) == ([], [], 0)
     assert harness.audit(sink_dsn, range(2)).missing == 0

@@ -1,16 +1,16 @@
 """Zombies: an older epoch can prepare, but never decide, and its leftovers get swept.
 
-The zombie tests run with the sink in PostgreSQL and in MariaDB (``sink_dsn``); the control
-tables are in ``pg_dsn`` either way.
+The zombie tests run with the sink in PostgreSQL and in MariaDB (``sink_dsn``) and the control
+tables in PostgreSQL and in MariaDB (``control_dsn``): with both in MariaDB, one database holds
+everything, a pipeline whose only database is MySQL.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
-from eo_jobs.protocol.databases import participant_store
+from eo_jobs.protocol.databases import control_store, participant_store
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError
 from eo_jobs.protocol.recovery import recover, sweep
 from tests.protocol import harness
@@ -22,50 +22,52 @@ def _prepare_all(coord: Coordinator, dsn: str, batch: int) -> list[Prepared]:
 
 
 def test_a_zombie_driver_cannot_decide_after_the_fence_is_raised(
-    pg_dsn: str, sink_dsn: str
+    control_dsn: str, sink_dsn: str
 ) -> None:
     harness.create_table(sink_dsn)
-    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
+    zombie = harness.coordinator(control_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
     assert zombie.begin(harness.QUERY, 0, harness.offsets(0)) is None
     prepared = _prepare_all(zombie, sink_dsn, 0)
 
-    report = recover(ControlStore(pg_dsn), [participant_store(sink_dsn)], harness.PIPELINE, 2)
+    report = recover(control_store(control_dsn), [participant_store(sink_dsn)], harness.PIPELINE, 2)
     assert len(report.rolled_back) == harness.TASKS
 
     with pytest.raises(FencedError, match="epoch 1 is older than the sink fence 2"):
         zombie.decide(harness.QUERY, 0, prepared, harness.offsets(0), 0.0)
     assert harness.audit(sink_dsn, range(1)).rows == 0
 
-    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
+    live = harness.coordinator(control_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
     harness.run_batch(live, sink_dsn, 0)
     final = harness.audit(sink_dsn, range(1))
     assert (final.duplicates, final.missing, final.prepared_left) == (0, 0, 0)
 
 
-def test_a_zombie_starting_a_batch_is_stopped_before_it_writes(pg_dsn: str, sink_dsn: str) -> None:
+def test_a_zombie_starting_a_batch_is_stopped_before_it_writes(
+    control_dsn: str, sink_dsn: str
+) -> None:
     harness.create_table(sink_dsn)
-    harness.coordinator(pg_dsn, 3, sink_dsn=sink_dsn).startup()
-    zombie = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
+    harness.coordinator(control_dsn, 3, sink_dsn=sink_dsn).startup()
+    zombie = harness.coordinator(control_dsn, 2, sink_dsn=sink_dsn)
     with pytest.raises(FencedError):
         zombie.begin(harness.QUERY, 0, harness.offsets(0))
 
 
 def test_the_sweep_rolls_back_zombie_prepares_and_never_touches_the_live_epoch(
-    pg_dsn: str, sink_dsn: str
+    control_dsn: str, sink_dsn: str
 ) -> None:
     harness.create_table(sink_dsn)
-    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
+    zombie = harness.coordinator(control_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
-    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
+    live = harness.coordinator(control_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
     assert live.begin(harness.QUERY, 0, harness.offsets(0)) is None
     live_prepared = _prepare_all(live, sink_dsn, 0)
     zombie_rows = harness.batch_rows(1)
     zombie_prepared = [harness.prepare_task(zombie, sink_dsn, 1, 0, zombie_rows)]
 
-    swept = sweep(ControlStore(pg_dsn), [participant_store(sink_dsn)], harness.PIPELINE)
+    swept = sweep(control_store(control_dsn), [participant_store(sink_dsn)], harness.PIPELINE)
     assert swept.rolled_back == [zombie_prepared[0].gid]
     assert swept.committed == []
     assert {k.gid for k in swept.kept} == {p.gid for p in live_prepared}
@@ -76,12 +78,12 @@ def test_the_sweep_rolls_back_zombie_prepares_and_never_touches_the_live_epoch(
 
 
 def test_a_zombie_beginning_a_batch_leaves_the_live_drivers_prepares_alone(
-    pg_dsn: str, sink_dsn: str
+    control_dsn: str, sink_dsn: str
 ) -> None:
     harness.create_table(sink_dsn)
-    zombie = harness.coordinator(pg_dsn, 1, sink_dsn=sink_dsn)
+    zombie = harness.coordinator(control_dsn, 1, sink_dsn=sink_dsn)
     zombie.startup()
-    live = harness.coordinator(pg_dsn, 2, sink_dsn=sink_dsn)
+    live = harness.coordinator(control_dsn, 2, sink_dsn=sink_dsn)
     live.startup()
     assert live.begin(harness.QUERY, 0, harness.offsets(0)) is None
     prepared = _prepare_all(live, sink_dsn, 0)
@@ -91,8 +93,8 @@ def test_a_zombie_beginning_a_batch_leaves_the_live_drivers_prepares_alone(
     assert harness.audit(sink_dsn, range(1)).missing == 0
 
 
-def test_the_fence_never_goes_down(pg_dsn: str) -> None:
-    control = ControlStore(pg_dsn)
+def test_the_fence_never_goes_down(control_dsn: str) -> None:
+    control = control_store(control_dsn)
     control.ensure_schema()
     control.raise_fence(harness.PIPELINE, 5)
     assert control.raise_fence(harness.PIPELINE, 5).current == 5

@@ -6,6 +6,9 @@ either (it simply stops: its prepared transactions stay behind, its connections 
 recovery (fence to a new epoch, resolve, start a new driver that replays from batch 0, as
 Spark does from its checkpoint). After every step no source row may appear twice; at the end,
 a last recovery and replay must leave every row exactly once and nothing prepared.
+
+It runs on PostgreSQL and on MariaDB, each a pipeline whose only database holds both the
+control tables and the sink (for MariaDB: no PostgreSQL at all).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eo_jobs.pgserver import PgServer
-from eo_jobs.protocol.control import ControlStore
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
+from eo_jobs.protocol.databases import control_store, kind, participant_store
 from eo_jobs.protocol.errors import FencedError
+from eo_jobs.protocol.gid import pipeline_prefix
+from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
 from eo_jobs.protocol.recovery import recover
-from eo_jobs.protocol.xa import PreparedTransactions
 from tests.protocol import harness
+from tests.support.mariadb import MariaDbServer
 
 BATCHES = 3
 
@@ -56,12 +61,38 @@ actions = st.lists(
 )
 
 
-@pytest.fixture(scope="module")
-def shared_db(pg_server: PgServer) -> str:
+@pytest.fixture(scope="module", params=("postgresql", "mariadb"))
+def shared_db(request: pytest.FixtureRequest, pg_server: PgServer) -> str:
+    if request.param == "mariadb":
+        server: MariaDbServer = request.getfixturevalue("mariadb_server")
+        return server.create_database("interleavings").dsn
     return pg_server.create_database("interleavings")
 
 
+MYSQL_TABLES = (
+    "eo_fence",
+    "eo_decisions",
+    "eo_failures",
+    "eo_markers",
+    "eo_participant_databases",
+    "eo_decided_by",
+    "eo_database_identity",
+    harness.MYSQL_TABLE,
+)
+
+
 def _reset(dsn: str) -> None:
+    if kind(dsn) == "mysql":
+        store = MySqlPreparedTransactions(dsn)
+        try:
+            for item in store.in_doubt(pipeline_prefix(harness.PIPELINE)):
+                store.rollback(item.gid)
+            for table in MYSQL_TABLES:
+                store.query(f"DROP TABLE IF EXISTS `{table}`")
+        finally:
+            store.close()
+        harness.create_table(dsn)
+        return
     with psycopg.connect(dsn, autocommit=True) as conn:
         for (gid,) in conn.execute(
             "SELECT gid FROM pg_prepared_xacts WHERE database = current_database()"
@@ -88,7 +119,7 @@ def test_any_interleaving_of_two_drivers_crashes_and_recoveries_is_exactly_once(
     for action, index in plan:
         if action == "recover":
             epoch += 1
-            recover(ControlStore(dsn), [PreparedTransactions(dsn)], harness.PIPELINE, epoch)
+            recover(control_store(dsn), [participant_store(dsn)], harness.PIPELINE, epoch)
             fresh = harness.coordinator(dsn, epoch)
             fresh.startup()
             drivers.append(driver(fresh, dsn))
@@ -105,7 +136,7 @@ def test_any_interleaving_of_two_drivers_crashes_and_recoveries_is_exactly_once(
         assert harness.audit(dsn, range(BATCHES)).duplicates == 0
 
     epoch += 1
-    report = recover(ControlStore(dsn), [PreparedTransactions(dsn)], harness.PIPELINE, epoch)
+    report = recover(control_store(dsn), [participant_store(dsn)], harness.PIPELINE, epoch)
     assert report.left == 0
     last = harness.coordinator(dsn, epoch + 1)
     last.startup()

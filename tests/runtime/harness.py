@@ -132,6 +132,7 @@ class Driver:
         available_now: bool = True,
         log: Path | None = None,
         metrics_port: int = 0,
+        without_postgres: bool = False,
     ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("EO_FAULT")}
         env.update(
@@ -142,6 +143,14 @@ class Driver:
                 **(extra_env or {}),
             }
         )
+        if without_postgres:  # no PostgreSQL reachable through the environment at all
+            env = {
+                k: v
+                for k, v in env.items()
+                if k != "TEST_DSN"
+                and not k.startswith("PG")
+                and not any(m in v for m in ("postgresql://", "postgres://", "dbname="))
+            }
         self.log_path = log or spec.parent / f"driver-{epoch}-{time.monotonic_ns()}.log"
         self._log = self.log_path.open("w")
         args = [

@@ -1,11 +1,13 @@
 """The decision log has one stable home: a spec edit cannot make eo forget it.
 
-Real PostgreSQL databases play two sinks; the driver's protocol steps run through the same
-binding, coordinator and writer code as ``eo run``.
+Real PostgreSQL databases play two sinks, and real MariaDB databases do (then the control
+database is the first MySQL sink's, or a MySQL ``spec.control``); the driver's protocol steps run
+through the same binding, coordinator and writer code as ``eo run``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import psycopg
@@ -13,24 +15,32 @@ import pytest
 
 from eo_jobs.pgserver import PgServer
 from eo_jobs.protocol.coordinator import Coordinator, Prepared
+from eo_jobs.protocol.databases import control_store, kind
+from eo_jobs.protocol.gid import pipeline_prefix
+from eo_jobs.protocol.mysql_xa import MySqlDsn, MySqlPreparedTransactions
 from eo_jobs.protocol.registry import ControlMovedError
 from eo_jobs.sinks.postgres.binding import Bound, bind, sink_dsns
 from eo_jobs.spec import Pipeline, parse_pipeline
 from tests.protocol import harness
+from tests.support.mariadb import MariaDbServer
 
 QUERY = harness.QUERY
+
+
+def _sink(name: str) -> dict[str, Any]:
+    """A sink of the kind its database (``DSN_<NAME>``) is."""
+    variable = f"DSN_{name.upper()}"
+    dsn = os.environ[variable]
+    if kind(dsn) == "mysql":
+        table = f"{MySqlDsn.parse(dsn).database}.{harness.MYSQL_TABLE}"
+        return {"name": name, "mysql": {"dsn": {"env": variable}, "table": table}}
+    return {"name": name, "postgres": {"dsn": {"env": variable}, "table": "public.ledger"}}
 
 
 def _pipeline(sinks: list[str], control: str | None = None) -> Pipeline:
     spec: dict[str, Any] = {
         "source": {"files": {"path": "/in", "format": "json", "schema": "id BIGINT"}},
-        "sinks": [
-            {
-                "name": name,
-                "postgres": {"dsn": {"env": f"DSN_{name.upper()}"}, "table": "public.ledger"},
-            }
-            for name in sinks
-        ],
+        "sinks": [_sink(name) for name in sinks],
         "checkpoint": {"location": "/tmp/checkpoint"},
     }
     if control is not None:
@@ -45,11 +55,22 @@ def _pipeline(sinks: list[str], control: str | None = None) -> Pipeline:
     )
 
 
-@pytest.fixture
-def databases(pg_server: PgServer, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Two sink databases (A, B) and a spare one (C), each with the ledger table."""
-    base = psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"]
-    dsns = {name: pg_server.create_database(f"{base}_{name.lower()}") for name in "ABC"}
+@pytest.fixture(params=("postgresql", "mariadb"))
+def databases(
+    request: pytest.FixtureRequest,
+    pg_server: PgServer,
+    pg_dsn: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """Two sink databases (A, B) and a spare one (C), each with the ledger table; all in
+    PostgreSQL, or all in MariaDB (then the control database is MySQL too)."""
+    if request.param == "mariadb":
+        server: MariaDbServer = request.getfixturevalue("mariadb_server")
+        base = str(request.getfixturevalue("mariadb_db").name)
+        dsns = {n: server.create_database(f"{base}_{n.lower()}").dsn for n in "ABC"}
+    else:
+        base = str(psycopg.conninfo.conninfo_to_dict(pg_dsn)["dbname"])
+        dsns = {name: pg_server.create_database(f"{base}_{name.lower()}") for name in "ABC"}
     for name, dsn in dsns.items():
         harness.create_table(dsn)
         monkeypatch.setenv(f"DSN_{name}", dsn)
@@ -72,6 +93,12 @@ def _prepare(coord: Coordinator, bound: Bound, sink: str, batch: int) -> Prepare
 
 
 def _prepared_left(dsn: str) -> int:
+    if kind(dsn) == "mysql":
+        store = MySqlPreparedTransactions(dsn)
+        try:
+            return len(store.in_doubt(pipeline_prefix(harness.PIPELINE)))
+        finally:
+            store.close()
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database()"
@@ -140,7 +167,8 @@ def test_an_explicit_control_database_holds_the_fence_and_the_decisions(
     assert coord.begin(QUERY, 0, harness.offsets(0)) is None
     prepared = [_prepare(coord, bound, "a", 0), _prepare(coord, bound, "b", 0)]
     coord.decide_and_commit(QUERY, 0, prepared, harness.offsets(0), 0.0)
-    with psycopg.connect(databases["C"]) as conn:
-        assert conn.execute("SELECT count(*) FROM eo.decisions").fetchone() == (1,)
+    control = control_store(databases["C"])
+    assert [d.batch_id for d in control.recent_decisions(bound.pipeline)] == [0]
+    control.close()
     # Reordering the sinks is harmless now: the control database did not move.
     _bound(_pipeline(["b", "a"], control="DSN_CONTROL")).close()

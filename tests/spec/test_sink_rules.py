@@ -56,6 +56,7 @@ def _totals(**changes: object) -> dict[str, object]:
 def test_the_totals_example_gives_its_accumulate_sink_its_own_query() -> None:
     spec = parse_pipeline(_totals()).spec
     ledger, daily = spec.sinks
+    assert ledger.postgres is not None and daily.postgres is not None
     assert ledger.transform is None and ledger.postgres.mode == "append"
     assert daily.transform is not None and "GROUP BY merchant" in daily.transform.sql
     assert daily.postgres.add_columns == ["volume_cents", "payments"]
@@ -151,4 +152,17 @@ def test_an_audit_column_is_for_append_sinks_only(postgres: dict[str, object]) -
 
 def test_an_append_sink_takes_an_audit_column() -> None:
     sink = parse_pipeline(_document(auditColumn="eo_batch")).spec.sinks[0]
+    assert sink.postgres is not None
     assert sink.postgres.audit_column == "eo_batch"
+
+
+def test_a_pipeline_whose_only_database_is_mysql_needs_no_spec_control() -> None:
+    document = yaml.safe_load(EXAMPLE.read_text())
+    sink = document["spec"]["sinks"][0]
+    sink.pop("postgres")
+    sink["mysql"] = {"dsn": {"env": "LEDGER_DSN"}, "table": "shop.ledger"}
+    document["spec"].pop("control", None)
+    spec = parse_pipeline(document).spec
+    assert spec.control is None and spec.sinks[0].kind == "mysql"
+    crd = Path(__file__).resolve().parents[2] / "crds" / "exactlyoncepipelines.eo.dev.yaml"
+    assert "has(self.control) || has(self.sinks[0].postgres)" not in crd.read_text()

@@ -10,21 +10,20 @@ it is never counted as passed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import psycopg
 import pymysql
 
 from eo_jobs.audit import counts, coverage, decisions, participants, sums
+from eo_jobs.audit import evidence as pg_evidence
 from eo_jobs.audit.checkpoint import LocalCheckpoint, UnreadableCheckpointError, local_folder
 from eo_jobs.audit.counts import few
 from eo_jobs.audit.evidence import (
     ControlEvidence,
     LoggedDecision,
     SinkEvidence,
-    read_control,
-    read_decisions_of,
     read_sink,
 )
 from eo_jobs.audit.model import (
@@ -37,6 +36,7 @@ from eo_jobs.audit.model import (
     Status,
     Violation,
 )
+from eo_jobs.audit.mysql_control_evidence import read_mysql_control, read_mysql_decisions_of
 from eo_jobs.audit.mysql_evidence import read_mysql_sink
 from eo_jobs.protocol import databases
 from eo_jobs.protocol.gid import sink_token
@@ -62,6 +62,24 @@ class _Pass:
 
     def ran(self, check: Check, subject: str, status: Status, detail: str = "") -> None:
         self.checks.append(CheckRun(check, subject, status, detail))
+
+
+def read_control(
+    dsn: str, pipeline: str, positions: Mapping[str, int], max_batches: int | None
+) -> ControlEvidence:
+    """The control database's evidence, read as its kind (``protocol.databases.kind``)."""
+    if databases.kind(dsn) == "mysql":
+        return read_mysql_control(dsn, pipeline, positions, max_batches)
+    return pg_evidence.read_control(dsn, pipeline, positions, max_batches)
+
+
+def read_decisions_of(
+    dsn: str, pipeline: str, batches: Iterable[int], has_sums: bool = True
+) -> list[LoggedDecision]:
+    """Decisions of these batch ids, read as the control database's kind."""
+    if databases.kind(dsn) == "mysql":
+        return read_mysql_decisions_of(dsn, pipeline, batches)
+    return pg_evidence.read_decisions_of(dsn, pipeline, batches, has_sums)
 
 
 def audit(

@@ -19,7 +19,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,9 +26,36 @@ import psycopg
 from psycopg.rows import dict_row
 
 from eo_jobs.protocol.connection import LazyConnection
+from eo_jobs.protocol.control_api import (
+    ControlDatabase,
+    Decision,
+    Fence,
+    FenceChange,
+    Key,
+    ParticipantDatabase,
+    Sums,
+    Timing,
+)
 from eo_jobs.protocol.errors import FencedError, FenceRegressionError, ProtocolError
 
 log = logging.getLogger("eo.control")
+
+__all__ = [  # the records moved to control_api; importers of them from here keep working
+    "DDL",
+    "FENCE_OWNER_ENV",
+    "MARKER_RETENTION_BATCHES",
+    "SCHEMA_LOCK_KEY",
+    "STUCK_HOLDER_SECONDS",
+    "ControlStore",
+    "Decision",
+    "Fence",
+    "FenceChange",
+    "FenceTakenError",
+    "ForeignFenceOwnerError",
+    "SchemaUpgradeError",
+    "Sums",
+    "ensure_schema",
+]
 
 SCHEMA_LOCK_KEY = 0x656F_0001
 """Advisory lock serialising concurrent schema creation (CREATE IF NOT EXISTS races)."""
@@ -133,11 +159,6 @@ DDL = (
 """Every object of schema ``eo`` with the statement that creates it (the last three are the
 registry of ``protocol.registry``); a three-part name is a column added to an older table."""
 
-Sums = Mapping[str, Mapping[str, str] | None]
-"""Per sink with declared sum columns: column -> exact sum as decimal text over the rows the
-batch wrote there; None for a sink whose rows this batch have no comparable sum (records its
-database refused went to dead letters). Stored with the decision (``eo.decisions.sums``)."""
-
 FENCE_OWNER_ENV = "EO_FENCE_OWNER"
 """The driver's fence owner (the operator sets it to the pipeline object's UID; ``eo run
 --fence-owner`` sets it too). Unset, a driver runs only under a fence nobody owns."""
@@ -187,52 +208,6 @@ def ensure_schema(conn: psycopg.Connection[Any]) -> None:
             "the control schema was created by an older eo and lacks what this one records "
             f"({str(exc).strip()}); run as the owner of schema eo's tables: " + "; ".join(missing)
         ) from exc
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A decided batch, as read back from the decision log."""
-
-    pipeline: str
-    query_id: str
-    batch_id: int
-    epoch: int
-    participants: tuple[str, ...]
-    source_offsets: Any
-    rows_written: int
-    decided_at: datetime
-    committed_at: datetime | None
-    prepare_ms: float | None = None
-    decide_ms: float | None = None
-    commit_ms: float | None = None
-
-    @property
-    def checkpoint_seconds(self) -> float | None:
-        """Whole batch: prepare + decide + commit, once phase 2 is done."""
-        if self.commit_ms is None:
-            return None
-        return ((self.prepare_ms or 0.0) + (self.decide_ms or 0.0) + self.commit_ms) / 1000.0
-
-
-@dataclass(frozen=True)
-class FenceChange:
-    """Result of raising a fence."""
-
-    previous: int | None
-    current: int
-    previous_owner: str | None = None
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A pipeline's fence row: the epoch no older driver may decide below, and its owner.
-
-    ``owner`` None means nobody owns it: a row an older eo wrote, one raised only as a fence
-    (``eo recover``), or one its owner released (a deleted pipeline's finalizer).
-    """
-
-    epoch: int
-    owner: str | None
 
 
 class FenceTakenError(FenceRegressionError):
@@ -335,7 +310,7 @@ def _terminating_stuck_holders(dsn: str, waiter: int) -> Iterator[None]:
         watcher.join()
 
 
-class ControlStore(LazyConnection):
+class ControlStore(LazyConnection, ControlDatabase):
     """Fence, decisions and failures of one coordinator database."""
 
     def ensure_schema(self) -> None:
@@ -674,6 +649,104 @@ class ControlStore(LazyConnection):
         )
         assert row is not None
         return int(row[0]), int(row[1])
+
+    def timings(
+        self, pipeline: str, since: datetime | None, first_look_seconds: float, keys: Sequence[Key]
+    ) -> list[Timing]:
+        """Decisions after ``since`` (``None``: the last ``first_look_seconds``) or with one of
+        ``keys``, by ``decided_at`` (the operator's tally)."""
+        rows = self.run(
+            lambda conn: conn.execute(
+                """SELECT query_id, batch_id, decided_at, prepare_ms, decide_ms, commit_ms
+                   FROM eo.decisions
+                   WHERE pipeline = %(p)s
+                     AND (decided_at > coalesce(
+                            %(since)s, clock_timestamp() - make_interval(secs => %(first)s))
+                          OR (query_id, batch_id) IN (
+                              SELECT * FROM unnest(%(q)s::text[], %(b)s::bigint[])))
+                   ORDER BY decided_at""",
+                {
+                    "p": pipeline,
+                    "since": since,
+                    "first": first_look_seconds,
+                    "q": [q for q, _ in keys],
+                    "b": [b for _, b in keys],
+                },
+            ).fetchall()
+        )
+        return [Timing(str(q), int(b), d, p, dm, c) for q, b, d, p, dm, c in rows]
+
+    def failures_after(
+        self, pipeline: str, since: datetime | None, first_look_seconds: float
+    ) -> list[tuple[int, datetime]]:
+        """(id, failed_at) of failures after ``since`` (``None``: the last
+        ``first_look_seconds``), oldest first (the operator's tally)."""
+        rows = self.run(
+            lambda conn: conn.execute(
+                """SELECT id, failed_at FROM eo.failures
+                   WHERE pipeline = %(p)s
+                     AND failed_at > coalesce(
+                            %(since)s, clock_timestamp() - make_interval(secs => %(first)s))
+                   ORDER BY failed_at""",
+                {"p": pipeline, "since": since, "first": first_look_seconds},
+            ).fetchall()
+        )
+        return [(int(i), f) for i, f in rows]
+
+    def audited_batch(self, pipeline: str, query: str) -> int | None:
+        """``retention.audited_batch`` on this database."""
+        from eo_jobs.protocol import retention
+
+        return self.run(lambda conn: retention.audited_batch(conn, pipeline, query))
+
+    def record_audited(self, pipeline: str, batches: Mapping[str, int]) -> None:
+        """``retention.record_audited`` on this database."""
+        from eo_jobs.protocol import retention
+
+        self.run(lambda conn: retention.record_audited(conn, pipeline, batches))
+
+    def forget_audited(self, pipeline: str) -> None:
+        """``retention.forget_audited`` on this database."""
+        from eo_jobs.protocol import retention
+
+        self.run(lambda conn: retention.forget_audited(conn, pipeline))
+
+    def identity(self) -> str:
+        """``eo.database_identity``'s id, created on first use (schema ``eo`` exists)."""
+        conn = self.connection()
+        conn.execute("INSERT INTO eo.database_identity DEFAULT VALUES ON CONFLICT DO NOTHING")
+        row = conn.execute("SELECT id::text FROM eo.database_identity").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    def label(self) -> str:
+        """``host:port/dbname`` of the DSN (no user, no password)."""
+        info = psycopg.conninfo.conninfo_to_dict(self.dsn)
+        return f"{info.get('host', 'localhost')}:{info.get('port', 5432)}/{info.get('dbname', '')}"
+
+    def record_participant_database(
+        self, pipeline: str, database: str, sink: str, label: str, dsn_ref: Mapping[str, Any]
+    ) -> None:
+        """Record (or refresh the label and reference of) a database holding participants."""
+        self.connection().execute(
+            """INSERT INTO eo.participant_databases (pipeline, database, sink, label, dsn_ref)
+               VALUES (%s, %s, %s, %s, %s)
+               ON CONFLICT (pipeline, database, sink)
+               DO UPDATE SET dsn_ref = EXCLUDED.dsn_ref, label = EXCLUDED.label""",
+            (pipeline, database, sink, label, json.dumps(dict(dsn_ref))),
+        )
+
+    def participant_databases(self, pipeline: str) -> list[ParticipantDatabase]:
+        """Every database recorded holding participants of ``pipeline``, first seen first."""
+        conn = self.connection()
+        if conn.execute("SELECT to_regclass('eo.participant_databases')").fetchone() == (None,):
+            return []
+        rows = conn.execute(
+            """SELECT sink, database::text, label, dsn_ref FROM eo.participant_databases
+               WHERE pipeline = %s ORDER BY first_seen""",
+            (pipeline,),
+        ).fetchall()
+        return [ParticipantDatabase(str(s), str(d), str(lbl), dict(ref)) for s, d, lbl, ref in rows]
 
 
 def _decision(row: dict[str, Any]) -> Decision:

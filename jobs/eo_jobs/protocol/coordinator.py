@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eo_jobs.protocol.control import ControlStore, Decision, Fence, ForeignFenceOwnerError, Sums
-from eo_jobs.protocol.databases import participant_store
+from eo_jobs.protocol.control import ForeignFenceOwnerError
+from eo_jobs.protocol.control_api import ControlDatabase, Decision, Fence, Sums
+from eo_jobs.protocol.databases import control_store, participant_store
 from eo_jobs.protocol.errors import (
     CheckpointMismatchError,
     CheckpointResetError,
@@ -25,7 +26,6 @@ from eo_jobs.protocol.faults import crash_point
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, query_token, sink_token
 from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.protocol.recovery import RecoveryReport, distinct, finisher, recover, resolve
-from eo_jobs.protocol.retention import audited_batch
 
 log = logging.getLogger("eo.coordinator")
 
@@ -79,7 +79,7 @@ class Coordinator:
         self,
         pipeline: str,
         epoch: int,
-        control: ControlStore,
+        control: ControlDatabase,
         stores: Mapping[str, ParticipantStore],
         owner: str | None = None,
     ) -> None:
@@ -280,7 +280,7 @@ class Coordinator:
             return
         token = query_token(decided.query_id)
         try:
-            audited = self.control.run(lambda conn: audited_batch(conn, self.pipeline, token))
+            audited = self.control.audited_batch(self.pipeline, token)
         except Exception as exc:
             log.warning(
                 "batch %s is committed; markers are not pruned this time, since how far the "
@@ -404,7 +404,7 @@ class Coordinator:
         return Coordinator(
             self.pipeline,
             self.epoch,
-            ControlStore(self.control.dsn),
+            control_store(self.control.dsn),
             {name: participant_store(store.dsn) for name, store in self.stores.items()},
             self.owner,
         )

@@ -4,7 +4,9 @@
   (``protocol.xa.PreparedTransactions``);
 * ``mysql://`` / ``mariadb://`` URLs: MySQL or MariaDB (``protocol.mysql_xa``).
 
-A new database kind adds its scheme to ``KINDS`` and a branch to ``participant_store``.
+The same kinds can hold the control tables (``control_store``: ``protocol.control`` or
+``protocol.mysql_control``). A new database kind adds its scheme to ``KINDS`` and a branch to
+``participant_store`` and ``control_store``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.control_api import ControlDatabase
+from eo_jobs.protocol.mysql_control import MySqlControlStore
 from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
 from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.protocol.xa import PreparedTransactions
@@ -44,3 +49,10 @@ def participant_store(dsn: str) -> ParticipantStore:
     if kind(dsn) == "mysql":
         return MySqlPreparedTransactions(dsn)
     return PreparedTransactions(dsn)
+
+
+def control_store(dsn: str) -> ControlDatabase:
+    """The control store (fence, decision log, registry) of the database ``dsn`` names."""
+    if kind(dsn) == "mysql":
+        return MySqlControlStore(dsn)
+    return ControlStore(dsn)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eo_jobs.protocol.control import ControlStore
+from eo_jobs.protocol.control_api import ControlDatabase
 from eo_jobs.protocol.gid import Gid, pipeline_prefix, sink_token
 from eo_jobs.protocol.participants import DatabaseKey, InDoubt, ParticipantStore
 
@@ -80,7 +80,7 @@ def finisher(stores: Stores, item: InDoubt, lister: ParticipantStore) -> Partici
 
 
 def resolve(
-    control: ControlStore,
+    control: ControlDatabase,
     stores: Stores,
     pipeline: str,
     *,
@@ -110,7 +110,7 @@ def resolve(
 
 
 def recover(
-    control: ControlStore,
+    control: ControlDatabase,
     stores: Stores,
     pipeline: str,
     epoch: int,
@@ -181,7 +181,7 @@ class SweepReport(Resolution):
         return shape
 
 
-def sweep(control: ControlStore, stores: Stores, pipeline: str) -> SweepReport:
+def sweep(control: ControlDatabase, stores: Stores, pipeline: str) -> SweepReport:
     """Resolve prepared transactions whose epoch is below the fence; safe at any time.
 
     A zombie can still PREPARE after a recovery (Kubernetes cannot promise an old pod on a

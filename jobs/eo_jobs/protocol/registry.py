@@ -8,36 +8,24 @@ stable random identity (``eo.database_identity``), every participant database re
 control database decides the pipeline (``eo.decided_by``), and the control database records
 every database that ever held a participant of the pipeline, with the credential *reference*
 (never the secret) that reaches it (``eo.participant_databases``). The tables are part of
-schema ``eo`` (``control.DDL``). A driver refuses to start
+schema ``eo`` (``control.DDL``) in PostgreSQL, tables ``eo_*`` in MySQL. A driver refuses to start
 when a participant database names another control database, and recovery and the sweep visit
 every recorded database, not only the sinks of the current spec.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from eo_jobs.protocol.connection import LazyConnection
+from eo_jobs.protocol.control_api import ControlDatabase, ParticipantDatabase
 from eo_jobs.protocol.participants import ParticipantStore
 
 
 class ControlMovedError(RuntimeError):
     """A participant database is decided by another control database than the spec names."""
-
-
-@dataclass(frozen=True)
-class ParticipantDatabase:
-    """A database that held participants of a pipeline, as the control database recorded it."""
-
-    sink: str
-    database: str
-    label: str
-    dsn_ref: dict[str, Any]
 
 
 def database_id(conn: psycopg.Connection[Any]) -> str:
@@ -55,7 +43,7 @@ def label(dsn: str) -> str:
 
 
 def claim(
-    control: LazyConnection,
+    control: ControlDatabase,
     participants: Mapping[str, tuple[ParticipantStore, Mapping[str, Any]]],
     pipeline: str,
 ) -> None:
@@ -63,11 +51,10 @@ def claim(
 
     ``participants`` maps a sink name to its database's store (any kind: each records the
     decider in its own tables) and its credential reference. Raises ``ControlMovedError`` when
-    a database already names another control database.
+    a database already names another control database. ``control`` may be of any kind too.
     """
-    control_conn = control.connection()
-    control_id = database_id(control_conn)
-    control_label = label(control.dsn)
+    control_id = control.identity()
+    control_label = control.label()
     for sink, (store, dsn_ref) in participants.items():
         store_id = store.identity()
         decider, decider_label = store.decided_by(pipeline, control_id, control_label)
@@ -79,13 +66,7 @@ def claim(
                 "written again. Put the spec back (spec.control, or the first sink), or run "
                 "`eo recover` with the old spec first and then `eo forget-query` to start over."
             )
-        control_conn.execute(
-            """INSERT INTO eo.participant_databases (pipeline, database, sink, label, dsn_ref)
-               VALUES (%s, %s, %s, %s, %s)
-               ON CONFLICT (pipeline, database, sink)
-               DO UPDATE SET dsn_ref = EXCLUDED.dsn_ref, label = EXCLUDED.label""",
-            (pipeline, store_id, sink, store.label(), json.dumps(dict(dsn_ref))),
-        )
+        control.record_participant_database(pipeline, store_id, sink, store.label(), dsn_ref)
 
 
 def decided_by(
@@ -105,14 +86,6 @@ def decided_by(
     return str(row[0]), str(row[1])
 
 
-def recorded(control: LazyConnection, pipeline: str) -> list[ParticipantDatabase]:
+def recorded(control: ControlDatabase, pipeline: str) -> list[ParticipantDatabase]:
     """Every database the control database saw holding participants of ``pipeline``."""
-    conn = control.connection()
-    if conn.execute("SELECT to_regclass('eo.participant_databases')").fetchone() == (None,):
-        return []
-    rows = conn.execute(
-        """SELECT sink, database::text, label, dsn_ref FROM eo.participant_databases
-           WHERE pipeline = %s ORDER BY first_seen""",
-        (pipeline,),
-    ).fetchall()
-    return [ParticipantDatabase(str(s), str(d), str(lbl), dict(ref)) for s, d, lbl, ref in rows]
+    return control.participant_databases(pipeline)

@@ -960,12 +960,6 @@ class PipelineSpec(Model):
                 ".audit.appendOnly",
             ),
             (
-                "has(self.control) || has(self.sinks[0].postgres)",
-                "a pipeline whose first sink is mysql needs spec.control (a PostgreSQL database "
-                "for the fence and the decision log): a MySQL control database is not built yet",
-                ".control",
-            ),
-            (
                 "has(self.control) == has(oldSelf.control)"
                 " && (!has(self.control) || self.control == oldSelf.control)",
                 "spec.control is immutable: its database holds the decision log; moving it "
@@ -1102,13 +1096,6 @@ class PipelineSpec(Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise FieldError("sinks", f"sink names must be unique; repeated: {', '.join(dupes)}")
-        if self.control is None and self.sinks[0].mysql is not None:
-            raise FieldError(
-                "control",
-                "the first sink is mysql, so set spec.control to a PostgreSQL database for the "
-                "fence and the decision log (a MySQL control database is not built yet); e.g. "
-                "control: {dsn: {secretKeyRef: {name: ledger-control, key: dsn}}}",
-            )
         if self.guarantee == Guarantee.IDEMPOTENT:
             for i, sink in enumerate(self.sinks):
                 if sink.target.mode != "upsert":

@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from eo_jobs.protocol import registry
-from eo_jobs.protocol.control import ControlStore
-from eo_jobs.protocol.databases import kind, participant_store
+from eo_jobs.protocol.control_api import ControlDatabase
+from eo_jobs.protocol.databases import control_store, participant_store
 from eo_jobs.protocol.participants import ParticipantStore
 from eo_jobs.sinks.postgres.credentials import (
     CONTROL_ENV,
@@ -30,16 +30,12 @@ from eo_jobs.spec.models import CredentialRef, Pipeline
 log = logging.getLogger("eo.binding")
 
 
-class ControlKindError(ValueError):
-    """The control database is of a kind that cannot hold the fence and decision log yet."""
-
-
 @dataclass
 class Bound:
     """A pipeline's protocol endpoints."""
 
     pipeline: str
-    control: ControlStore
+    control: ControlDatabase
     stores: dict[str, ParticipantStore]
     dsns: dict[str, str]
     refs: dict[str, CredentialRef] = field(default_factory=dict)
@@ -103,19 +99,13 @@ def control_dsn(
 def bind(pipeline: Pipeline, dsns: Mapping[str, str], control: str | None = None) -> Bound:
     """Endpoints for ``pipeline`` given each sink's DSN (and the control DSN, if separate).
 
-    Each sink's store is its database kind's (``protocol.databases``); the control database
-    must be PostgreSQL for now (``ControlKindError`` otherwise).
+    Each sink's store, and the control store, is its database kind's (``protocol.databases``:
+    PostgreSQL or MySQL/MariaDB), so a pipeline whose only database is MySQL needs no PostgreSQL.
     """
     control = control or control_dsn(pipeline, dsns)
-    if kind(control) != "postgresql":
-        raise ControlKindError(
-            "the control database (spec.control, or the first sink's database without it) is "
-            f"{kind(control)}; eo keeps the fence and the decision log in PostgreSQL for now: "
-            "set spec.control to a PostgreSQL database"
-        )
     return Bound(
         pipeline=pipeline.key,
-        control=ControlStore(control),
+        control=control_store(control),
         stores={name: participant_store(dsn) for name, dsn in dsns.items()},
         dsns=dict(dsns),
         refs={s.name: s.target.dsn for s in pipeline.spec.sinks},
