@@ -10,7 +10,8 @@ writes both into MariaDB and compares the rows):
 
 * integers as their decimal text; booleans as ``1``/``0``;
 * decimals as plain text (Arrow writes ``1.00E-7`` or ``0E-9`` for a small value of a scale
-  above 6, which MySQL would read as a DOUBLE: those few values are taken from PyMySQL);
+  above 6, and ``1.2E+4`` for a negative scale, which MySQL would read as a DOUBLE: those
+  values are taken from PyMySQL's ``format(value, "f")``);
 * floats as the shortest round-trip text of the double (a ``FLOAT`` widened first, as
   ``to_pylist`` does) with an ``e`` exponent, so the server reads a DOUBLE literal and not a
   DECIMAL one; a NaN or infinite value marks its row ``unsendable``: the writer sends it
@@ -54,8 +55,9 @@ BACKSLASH_ESCAPES = (
 QUOTE_ONLY = (("'", "''"),)
 """What PyMySQL escapes when the session has ``NO_BACKSLASH_ESCAPES``."""
 PLAIN_DECIMAL_SCALE = 6
-"""Arrow writes a decimal in plain notation when its exponent is at least -6, so always up
-to this scale; above it, values are checked for an ``E``."""
+"""Arrow writes a decimal in plain notation when its scale is not negative and its exponent
+is at least -6, so always from scale 0 to this one; otherwise values are checked for an
+``E``."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def _escaped(column: Any, no_backslash_escapes: bool) -> Any:
 
 def _decimal(column: Any) -> Any:
     text = column.cast(TEXT)
-    if column.type.scale <= PLAIN_DECIMAL_SCALE:
+    if 0 <= column.type.scale <= PLAIN_DECIMAL_SCALE:
         return text
     exponent = pc.fill_null(pc.match_substring(text, "E"), False)
     if not pc.any(exponent).as_py():
