@@ -33,10 +33,11 @@ TYPES = """CREATE TABLE {} (
     s VARCHAR(100), t TEXT, dt DATE,
     ts DATETIME(6), tsz TIMESTAMP(6) NULL, ntz DATETIME(6),
     bin VARBINARY(300), blb BLOB,
-    d2 DECIMAL(18,2), r DOUBLE, u BIGINT UNSIGNED
+    d2 DECIMAL(18,2), r DOUBLE, u BIGINT UNSIGNED, d30 DECIMAL(38,30)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"""
 SCHEMA = SPARK_SCHEMA.append(pa.field("d2", pa.decimal128(18, 2)))
 SCHEMA = SCHEMA.append(pa.field("r", pa.float32())).append(pa.field("u", pa.uint64()))
+SCHEMA = SCHEMA.append(pa.field("d30", pa.decimal128(38, 30)))
 EXTRA_ROWS: list[dict[str, Any]] = [
     {
         "id": 5,
@@ -59,6 +60,7 @@ EXTRA_ROWS: list[dict[str, Any]] = [
     {
         "id": 6,
         "d38": Decimal("0.000000100"),  # Arrow's own text is "1.00E-7"
+        "d30": Decimal("0.000000123456789012345678901234"),  # more digits than a double
         "f": -0.0,
         "s": "back\\slash\\",
         "t": "\\' \\0 \\n a backslash before each",
@@ -316,3 +318,34 @@ def test_a_timestamp_literal_is_the_instants_utc_wall_time() -> None:
     assert datetime(2026, 6, 1, 10, 0, 0, 5, tzinfo=UTC) == datetime(
         2026, 6, 1, 12, 0, 0, 5, tzinfo=PLUS_TWO
     )
+
+
+def test_an_upsert_from_arrow_keeps_one_winner_per_key_as_the_python_path(
+    mariadb_db: MariaDbDatabase, orders: MySqlPreparedTransactions
+) -> None:
+    """An upsert takes the Python path inside ``write_arrow_on`` (``upsert.winners``)."""
+    rows = [
+        {"id": 1, "amount": 1, "qty": 2},
+        {"id": 2, "amount": 2, "qty": 1},
+        {"id": 1, "amount": 3, "qty": 1},  # a lower version: loses to the first row
+        {"id": 2, "amount": 4, "qty": 1},  # an equal version: the later row wins
+    ]
+    table = pa.Table.from_pylist(rows, schema=ORDER_SCHEMA)
+    writer = MySqlWriter(
+        mariadb_db.dsn,
+        "orders",
+        COLUMNS,
+        lock_wait_timeout_s=5,
+        mode="upsert",
+        key_columns=("id",),
+        version_column="qty",
+    )
+    count = writer.write_arrow(
+        table.to_batches(max_chunksize=2), gid=gid(), pipeline=PIPELINE, batch_id=0
+    )
+    commit(orders, gid())
+    assert count == 2
+    assert select(orders, "SELECT id, amount, qty FROM orders ORDER BY id") == [
+        (1, 1, 2),
+        (2, 4, 1),
+    ]
