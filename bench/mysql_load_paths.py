@@ -7,6 +7,9 @@ timed from ``XA START`` to ``XA PREPARE`` (then committed and counted), one conn
 * ``statements``: multi-row statements built from PyMySQL literals, at most N characters
   (what ``MySqlWriter`` does);
 * ``writer``: ``MySqlWriter.write_on`` itself (session settings, literals, marker row);
+* ``writer from Arrow``: what a Spark task runs, from one 200,000-row Arrow record batch (the
+  Spark types: ``TIMESTAMP`` an instant): ``arrow_rows.python_rows`` then ``write_on`` (the
+  old task), or ``write_arrow_on`` (literals built by ``arrow_literals``);
 * ``load data``: ``LOAD DATA LOCAL INFILE`` of the rows as CSV (Python's ``csv``), from a
   temporary file or streamed through a named pipe (PyMySQL opens the file name it is given,
   so a FIFO fed by a thread streams without a file on disk). Under a ``SAVEPOINT``, and
@@ -14,7 +17,8 @@ timed from ``XA START`` to ``XA PREPARE`` (then committed and counted), one conn
   stored as 0, long strings cut, duplicate keys skipped), so a path that keeps refused rows
   must roll back to the savepoint on any warning and write those rows another way.
 
-Run: ``python -m bench.mysql_load_paths [repeats] [--port PORT]`` (without a port it starts a
+Run: ``python -m bench.mysql_load_paths [repeats] [--port PORT] [--only WORD]`` (``--only``:
+the paths whose label holds WORD, e.g. ``Arrow``) (without a port it starts a
 temporary MariaDB server, as the tests do). Figures: docs/mysql.md, "Load path".
 """
 
@@ -175,7 +179,27 @@ def in_branch(
     return body
 
 
-def through_writer(port: int, data: list[tuple[Any, ...]]) -> Callable[[Conn], None]:
+def arrow_batch(data: list[tuple[Any, ...]]) -> Any:
+    """The rows as the record batch Spark hands a writer task (an instant in UTC)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("name", pa.string()),
+            ("amount", pa.decimal128(18, 2)),
+            ("at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+    columns = list(zip(*data, strict=True))
+    return pa.record_batch(
+        [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+    )
+
+
+def through_writer(
+    port: int, data: list[tuple[Any, ...]], arrow: str | None = None
+) -> Callable[[Conn], None]:
     from eo_jobs.protocol.gid import Gid
 
     writer = MySqlWriter(f"mysql://root@127.0.0.1:{port}/{DATABASE}", "t", COLUMNS)
@@ -191,8 +215,18 @@ def through_writer(port: int, data: list[tuple[Any, ...]]) -> Callable[[Conn], N
         )
     )
 
+    batch = None if arrow is None else arrow_batch(data)
+
     def body(conn: Conn) -> None:
-        writer.write_on(conn, data, gid=gid, pipeline="bench/load", batch_id=0)
+        if arrow == "python_rows":
+            from eo_jobs.sinks.mysql.arrow_rows import python_rows
+
+            rows = python_rows([batch])
+            writer.write_on(conn, rows, gid=gid, pipeline="bench/load", batch_id=0)
+        elif arrow == "arrow":
+            writer.write_arrow_on(conn, [batch], gid=gid, pipeline="bench/load", batch_id=0)
+        else:
+            writer.write_on(conn, data, gid=gid, pipeline="bench/load", batch_id=0)
         with conn.cursor() as cur:
             from eo_jobs.protocol.mysql_xa import xid_of
 
@@ -205,6 +239,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("repeats", type=int, nargs="?", default=1)
     parser.add_argument("--port", type=int, help="a MariaDB/MySQL on 127.0.0.1 (root, no password)")
+    parser.add_argument("--only", default="", help="only the paths whose label holds this")
     args = parser.parse_args()
     server = None
     if args.port is None:
@@ -221,10 +256,17 @@ def main() -> None:
                 ("statements <= 1 M characters", in_branch(statements(1 << 20), data), False),
                 ("statements <= 8 M characters", in_branch(statements(8 << 20), data), False),
                 ("MySqlWriter.write_on (statements <= 1 M)", through_writer(port, data), False),
+                (
+                    "Arrow batch: python_rows + write_on",
+                    through_writer(port, data, "python_rows"),
+                    False,
+                ),
+                ("Arrow batch: write_arrow_on", through_writer(port, data, "arrow"), False),
                 ("LOAD DATA LOCAL, temporary file", in_branch(load_data("file"), data), True),
                 ("LOAD DATA LOCAL, named pipe", in_branch(load_data("fifo"), data), True),
             ):
-                timed(port, label, body, infile)
+                if args.only in label:
+                    timed(port, label, body, infile)
             print(flush=True)
     finally:
         if server is not None:

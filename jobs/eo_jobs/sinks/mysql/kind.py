@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from eo_jobs.protocol.mysql_xa import MySqlDsn, connect
-from eo_jobs.sinks.mysql.arrow_rows import python_rows
 from eo_jobs.sinks.mysql.contract import check_contract
 from eo_jobs.sinks.mysql.dead_letters import DeadLetters, ensure_dead_letter_table
 from eo_jobs.sinks.mysql.refusals import Refusal, RefusedRows
@@ -105,6 +104,9 @@ class MySqlKind:
     def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
         """One writer task's XA branch from Arrow batches: ``(rows, dead letters)``.
 
+        The batches go to the writer as Arrow (``MySqlWriter.write_arrow_on``): an append's
+        literals are built by Arrow's kernels, not one Python value at a time.
+
         The batch's own dead letters (records that did not parse or transform: the first
         sink's tasks) and the rows the table refuses (``onRefusedRecord: deadLetter``) go to
         the dead-letter table of the sink's database, inside the same branch.
@@ -117,11 +119,11 @@ class MySqlKind:
         collected = None
         if batch_dead is not None:
             collected = ArrowLetters(batch_dead, task.pipeline, task.batch_id)
-        rows = python_rows(split_dead_letters(batches, writer.columns, collected))
+        kept = split_dead_letters(batches, writer.columns, collected)
         letters = None
         if letters_at is not None:
             # One list for both: the Arrow split appends the batch's dead letters to it while
-            # the writer reads the rows, the writer appends refused rows, then writes them all.
+            # the writer reads the batches, the writer appends refused rows, then writes them all.
             shared = collected.rows if collected is not None else []
             letters = DeadLetters(
                 task.pipeline, task.batch_id, writer.table, writer.columns, shared
@@ -129,9 +131,9 @@ class MySqlKind:
         fail = None if refused_to is not None else fail_refused(writer.table, task.batch_id)
         conn = writer.connect()
         try:
-            count = replace(writer, dead_letter_table=letters_at).write_on(
+            count = replace(writer, dead_letter_table=letters_at).write_arrow_on(
                 conn,
-                rows,
+                kept,
                 gid=gid if task.two_phase else None,
                 pipeline=task.pipeline,
                 batch_id=task.batch_id,

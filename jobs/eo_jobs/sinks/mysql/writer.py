@@ -42,10 +42,10 @@ as is; the statements are computed from its fields when a write runs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import pymysql
 import pymysql.cursors
@@ -62,6 +62,9 @@ from eo_jobs.sinks.mysql.identifiers import MAX_IDENTIFIER, quote_identifier, ta
 from eo_jobs.sinks.mysql.literals import UnsendableValueError, row_literal
 from eo_jobs.sinks.mysql.refusals import Refusal, RefusedRecordError, RefusedRows, is_refusal
 from eo_jobs.sinks.mysql.upsert import on_duplicate_key, winners
+
+if TYPE_CHECKING:
+    from eo_jobs.sinks.mysql.arrow_literals import BatchLiterals
 
 __all__ = [
     "MAX_IDENTIFIER",
@@ -242,6 +245,85 @@ class MySqlWriter:
         fail the write otherwise. ``dead_letters`` (needs ``dead_letter_table``) collects
         them, and may hold letters the caller adds; they are written in the same branch.
         """
+        return self._branch(
+            conn,
+            lambda told: self._insert(conn, rows, told, batch_id),
+            gid=gid,
+            pipeline=pipeline,
+            batch_id=batch_id,
+            refused=refused,
+            dead_letters=dead_letters,
+        )
+
+    def write_arrow(
+        self,
+        batches: Iterable[Any],
+        *,
+        gid: str | None,
+        pipeline: str,
+        batch_id: int,
+        refused: RefusedRows | None = None,
+        dead_letters: DeadLetters | None = None,
+    ) -> int:
+        """``write`` of Arrow record batches (``write_arrow_on``), then close the connection."""
+        conn = self.connect()
+        try:
+            return self.write_arrow_on(
+                conn,
+                batches,
+                gid=gid,
+                pipeline=pipeline,
+                batch_id=batch_id,
+                refused=refused,
+                dead_letters=dead_letters,
+            )
+        finally:
+            conn.close()
+
+    def write_arrow_on(
+        self,
+        conn: Connection,
+        batches: Iterable[Any],
+        *,
+        gid: str | None,
+        pipeline: str,
+        batch_id: int,
+        refused: RefusedRows | None = None,
+        dead_letters: DeadLetters | None = None,
+    ) -> int:
+        """``write_on`` of Arrow record batches whose columns are the writer's, in order.
+
+        An append builds its statements' literals in Arrow (``arrow_literals``) and falls
+        back to the Python path (``arrow_rows.python_rows`` and ``literals.row_literal``) for
+        what Arrow does not write: a batch with a column of another type, a row with a NaN or
+        infinite float (refused there as in ``write_on``), and every row of a statement the
+        table refuses, which is then written again in halves exactly as ``write_on`` does.
+        An upsert takes the Python path (``upsert.winners`` works on Python rows). The
+        branch, marker, dead letters and count are ``write_on``'s.
+        """
+        return self._branch(
+            conn,
+            lambda told: self._insert_arrow(conn, batches, told, batch_id),
+            gid=gid,
+            pipeline=pipeline,
+            batch_id=batch_id,
+            refused=refused,
+            dead_letters=dead_letters,
+        )
+
+    def _branch(
+        self,
+        conn: Connection,
+        insert: Callable[[RefusedRows | None], int],
+        *,
+        gid: str | None,
+        pipeline: str,
+        batch_id: int,
+        refused: RefusedRows | None,
+        dead_letters: DeadLetters | None,
+    ) -> int:
+        """The XA sequence around ``insert`` (given the refused-row callback; returns the
+        rows taken), shared by ``write_on`` and ``write_arrow_on``."""
         if dead_letters is not None and self.dead_letter_table is None:
             raise ValueError(
                 f"dead letters for {self.table} but the writer has no dead_letter_table: "
@@ -256,7 +338,7 @@ class MySqlWriter:
             refused = dead_letters.refused
 
         def body() -> int:
-            count = self._insert(conn, rows, refused, batch_id)
+            count = insert(refused)
             if dead_letters is not None and self.dead_letter_table is not None:
                 dead_letters.write_on(conn, self.dead_letter_table)
             return count
@@ -285,6 +367,107 @@ class MySqlWriter:
                         cur.execute(statement)
                 raise
         return count
+
+    def _insert_arrow(
+        self,
+        conn: Connection,
+        batches: Iterable[Any],
+        refused: RefusedRows | None,
+        batch_id: int,
+    ) -> int:
+        """Every row of ``batches`` (see ``write_arrow_on``); rows taken."""
+        from eo_jobs.sinks.mysql.arrow_literals import batch_literals, no_backslash_escapes
+        from eo_jobs.sinks.mysql.arrow_rows import python_rows
+
+        if self.mode == "upsert":
+            return self._insert(conn, python_rows(batches), refused, batch_id)
+        quotes_only = no_backslash_escapes(conn)
+        count = 0
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            if batch.num_columns != len(self.columns):
+                raise ValueError(
+                    f"a record batch of {batch.num_columns} columns "
+                    f"({', '.join(batch.schema.names)}) for the {len(self.columns)} columns "
+                    f"{', '.join(self.columns)}: the writer's columns must match the batches"
+                )
+            found = batch_literals(batch, quotes_only)
+            if found is None:
+                count += self._insert(conn, python_rows([batch]), refused, batch_id)
+            else:
+                count += self._insert_literals(conn, batch, found, refused, batch_id)
+        return count
+
+    def _insert_literals(
+        self,
+        conn: Connection,
+        batch: Any,
+        found: BatchLiterals,
+        refused: RefusedRows | None,
+        batch_id: int,
+    ) -> int:
+        """One batch's rows from its Arrow literals, in statements of ``chunk_rows`` /
+        ``statement_chars``; an unsendable row through ``row_literal`` (which refuses it)."""
+        texts: list[str] = found.rows.to_pylist()
+        bad: list[bool] | None = None if found.unsendable is None else found.unsendable.to_pylist()
+        base = len(self.insert_prefix) + len(self.insert_suffix)
+        count = 0
+        with conn.cursor() as cur:
+            held: list[int] = []
+            literals: list[str] = []
+            size = base
+            for i, text in enumerate(texts):
+                literal = text
+                if bad is not None and bad[i]:
+                    row = _python_row(batch, i)
+                    try:
+                        literal = row_literal(conn, self.columns, row)
+                    except UnsendableValueError as exc:
+                        refusal = Refusal.unsendable(exc.column, exc.message)
+                        if refused is None:
+                            raise RefusedRecordError(refusal.failure(self.table, batch_id)) from exc
+                        refused(row, refusal)
+                        continue
+                if literals and (
+                    len(held) >= self.chunk_rows or size + len(literal) + 1 > self.statement_chars
+                ):
+                    count += self._arrow_statement(
+                        cur, conn, batch, held, literals, refused, batch_id
+                    )
+                    held, literals, size = [], [], base
+                held.append(i)
+                literals.append(literal)
+                size += len(literal) + 1
+            count += self._arrow_statement(cur, conn, batch, held, literals, refused, batch_id)
+        return count
+
+    def _arrow_statement(
+        self,
+        cur: pymysql.cursors.Cursor,
+        conn: Connection,
+        batch: Any,
+        held: list[int],
+        literals: list[str],
+        refused: RefusedRows | None,
+        batch_id: int,
+    ) -> int:
+        """Run one statement of Arrow ``literals`` (rows ``held`` of ``batch``); if the table
+        refuses it, those rows take the Python path's halving (``_statement``); rows taken."""
+        if not literals:
+            return 0
+        try:
+            # Identifiers quoted; values quoted and escaped in Arrow (arrow_literals).
+            cur.execute(self.insert_prefix + ",".join(literals) + self.insert_suffix)
+        except pymysql.MySQLError as exc:
+            if not is_refusal(exc):
+                raise
+            from eo_jobs.sinks.mysql.arrow_rows import python_rows
+
+            rows: list[Sequence[Any]] = list(python_rows([batch.take(held)]))
+            again = [row_literal(conn, self.columns, row) for row in rows]
+            return self._statement(cur, rows, again, refused, batch_id, refusal=exc)
+        return len(held)
 
     def _insert(
         self,
@@ -330,9 +513,12 @@ class MySqlWriter:
         literals: list[str],
         refused: RefusedRows | None,
         batch_id: int,
+        refusal: pymysql.MySQLError | None = None,
     ) -> int:
         """Run one statement of ``literals``; if the table refuses it, its rows again in
-        halves down to single rows (a refused statement wrote nothing); rows taken."""
+        halves down to single rows (a refused statement wrote nothing); rows taken.
+        ``refusal``: the server already refused these rows as one statement (the Arrow
+        path's), so the halving starts without sending it again."""
         prefix, suffix = self.insert_prefix, self.insert_suffix
         count = 0
         pending = [(0, len(literals))]
@@ -340,20 +526,32 @@ class MySqlWriter:
             lo, hi = pending.pop()
             if lo >= hi:
                 continue
-            try:
-                # Identifiers quoted, values escaped by PyMySQL (literals.row_literal).
-                cur.execute(prefix + ",".join(literals[lo:hi]) + suffix)
-            except pymysql.MySQLError as exc:
-                if not is_refusal(exc):
-                    raise
-                if refused is None:
-                    failure = Refusal.of(exc).failure(self.table, batch_id)
-                    raise RefusedRecordError(failure) from exc
-                if hi - lo == 1:
-                    refused(rows[lo], Refusal.of(exc))
+            failed, refusal = refusal, None
+            if failed is None:
+                try:
+                    # Identifiers quoted, values escaped by PyMySQL (literals.row_literal).
+                    cur.execute(prefix + ",".join(literals[lo:hi]) + suffix)
+                except pymysql.MySQLError as exc:
+                    if not is_refusal(exc):
+                        raise
+                    failed = exc
+                else:
+                    count += hi - lo
                     continue
-                middle = (lo + hi) // 2
-                pending += [(middle, hi), (lo, middle)]  # the first half runs first
+            if refused is None:
+                raise RefusedRecordError(
+                    Refusal.of(failed).failure(self.table, batch_id)
+                ) from failed
+            if hi - lo == 1:
+                refused(rows[lo], Refusal.of(failed))
                 continue
-            count += hi - lo
+            middle = (lo + hi) // 2
+            pending += [(middle, hi), (lo, middle)]  # the first half runs first
         return count
+
+
+def _python_row(batch: Any, index: int) -> tuple[Any, ...]:
+    """Row ``index`` of ``batch`` as the Python path's values (``arrow_rows``)."""
+    from eo_jobs.sinks.mysql.arrow_rows import python_rows
+
+    return next(python_rows([batch.slice(index, 1)]))
