@@ -141,6 +141,39 @@ def test_a_seeded_operator_mode_run_with_executor_deletion_and_node_partition_ha
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.cluster
+def test_operator_mode_spec_edits_and_an_operator_restart_leave_the_pipeline_exact(
+    tmp_path: Path,
+) -> None:
+    """The week-to-week faults: a valid edit restarts the driver under a new epoch, an edit eo
+    refuses leaves the running driver on the last good spec (then it is reverted), a graceful
+    operator restart restarts no driver; the audit is clean after all three."""
+    kinds = ("spec-edit", "spec-edit-invalid", "operator-restart")
+    result = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "bench.chaos", "--mode", "operator", "--seed", "5"),
+            *("--faults", str(len(kinds)), "--kinds", ",".join(kinds)),
+            *("--workdir", str(tmp_path / "chaos")),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    out = result.stdout.strip()
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert re.fullmatch(
+        r"faults: 3, kinds: 3, batches: \d+, violations: 0, seed: 5", out.splitlines()[-1]
+    ), out[-2000:]
+    for outcome in ("spec-edit: restarted", "spec-edit-invalid: kept-running"):
+        assert outcome in out, out[-4000:]
+    assert "operator-restart: driver-kept" in out, out[-4000:]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.cluster
 def test_an_operator_mode_crash_point_kills_one_driver_not_every_relaunched_one(
     tmp_path: Path,
 ) -> None:
