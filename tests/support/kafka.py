@@ -170,6 +170,10 @@ class KafkaBroker:
         """Create a topic and wait until every partition has a leader."""
         kafka_client.create_topic(self.bootstrap_servers, name, partitions)
 
+    def add_partitions(self, name: str, partitions: int) -> None:
+        """Grow a topic to ``partitions`` partitions (each with a leader on return)."""
+        kafka_client.add_partitions(self.bootstrap_servers, name, partitions)
+
     def produce(
         self,
         topic: str,

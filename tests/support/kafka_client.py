@@ -21,7 +21,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 Payload = bytes | str | None
 """A record key or value as given to `produce` (str is sent UTF-8 encoded)."""
@@ -45,6 +45,18 @@ def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, num_partitions=partitions)])
     futures[name].result(timeout=timeout)
+    _await_leaders(admin, name, partitions, timeout)
+
+
+def add_partitions(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Grow a topic to ``partitions`` partitions and wait until each has a leader."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_partitions([NewPartitions(name, partitions)])
+    futures[name].result(timeout=timeout)
+    _await_leaders(admin, name, partitions, timeout)
+
+
+def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
         topic = admin.list_topics(topic=name, timeout=timeout).topics.get(name)

@@ -172,9 +172,9 @@ class ForeachBatch:
     def _prepare(self, df: DataFrame, query_id: str, batch_id: int) -> Written:
         """Write the batch; a batch with a record that does not parse is read again for it.
 
-        The file source's stream fails on such a record (``runtime.reread``): what the failed
-        pass prepared is rolled back, nothing of it was decided, and the batch's files are
-        read again with the record kept aside as a dead letter. After that, ``ReadPolicy``
+        The stream fails on such a record (``runtime.reread``): what the failed pass prepared
+        is rolled back, nothing of it was decided, and the batch's files or offsets are read
+        again with the record kept aside as a dead letter. After that, ``ReadPolicy``
         decides whether the next batches try the stream first or are read that way at once.
         Without two-phase commit there is no first pass to try: its writer tasks commit their
         own rows, so a pass failing on another task's record could not be rolled back and the
@@ -197,26 +197,26 @@ class ForeachBatch:
     def _read_again(
         self, query_id: str, batch_id: int, first_read: str, rolled_back: int
     ) -> Written:
-        """The batch from its files, records that do not parse kept aside (``_prepare``)."""
+        """The batch read again, records that do not parse kept aside (``_prepare``)."""
         reread = self.ctx.reread
         assert reread is not None
-        files = reread.files(batch_id)
+        extent = reread.extent(batch_id)
         logs.event(
             "reread",
             batch=batch_id,
-            files=len(files),
+            **extent,
             first_read=first_read,
             rolled_back=rolled_back,
         )
         if first_read == "failed":
             log.warning(
                 "batch %s: a record does not parse; rolled back %d participants, reading the "
-                "batch's %d files again to set it aside",
+                "batch again (%s) to set it aside",
                 batch_id,
                 rolled_back,
-                len(files),
+                ", ".join(f"{v} {k}" for k, v in extent.items()),
             )
-        written = self._written(reread.frame(files), query_id, batch_id)
+        written = self._written(reread.frame(batch_id), query_id, batch_id)
         self.read_policy.read_with_column(written.dead_letters)
         return written
 

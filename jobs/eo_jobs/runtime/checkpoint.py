@@ -2,7 +2,8 @@
 
 The query id (``metadata``) ties the checkpoint to the decision log, so a lost or replaced
 checkpoint is refused instead of replayed; the offsets Spark logged for a batch (``offsets/N``)
-are recorded with its decision; the files a file source read in a batch (``sources/0/N``) are
+are recorded with its decision; the files a file source read in a batch (``sources/0/N``), or the
+Kafka offsets a batch starts from (the previous batch's, or ``sources/0/0`` for the first), are
 how a batch with a malformed record is read again (``runtime.reread``). A local folder is read
 directly; any other URI (``s3a://``, ``gs://``, ``abfs://``, ``hdfs://``) through the Hadoop
 FileSystem of the Spark session, the same file system and settings Spark itself writes the
@@ -20,6 +21,8 @@ from pyspark.sql import SparkSession
 
 Reader = Callable[[str], str | None]
 """Text of the file at a location, or None when there is no such file."""
+KafkaOffsets = dict[str, dict[str, int]]
+"""Offsets of a Kafka source: topic -> partition (as Spark's JSON names it) -> offset."""
 
 
 class UnreadableCheckpointError(RuntimeError):
@@ -92,6 +95,51 @@ class CheckpointLog:
                 f"batch {batch_id} start after them"
             )
         return [path for entry in range(start + 1, end + 1) for path in self._entry(entry)]
+
+    def kafka_range(self, batch_id: int) -> tuple[KafkaOffsets, KafkaOffsets]:
+        """The Kafka offsets ``batch_id`` starts from and ends before, per topic and partition.
+
+        The end is the batch's own ``offsets/N``; the start the previous batch's end, or, for
+        the first batch, the initial offsets Spark's Kafka source logged in ``sources/0/0``
+        (behind a version line and, from Spark 2.1's format, a leading NUL byte). A partition
+        the end has and the start does not appeared between the two batches; Spark reads such a
+        partition from its earliest offset, so the start says -2 (Kafka's "earliest").
+        """
+        end = self._kafka_offsets(self.offsets(batch_id))
+        if end is None:
+            raise UnreadableCheckpointError(
+                f"no Kafka offsets for batch {batch_id} in {self.location}/offsets: Spark logs "
+                "them before the batch runs, so its records cannot be named"
+            )
+        if batch_id > 0:
+            before = self._kafka_offsets(self.offsets(batch_id - 1))
+        else:
+            text = self._read(f"{self.location}/sources/0/0")
+            lines = [] if text is None else text.lstrip("\x00").splitlines()[1:]
+            before = self._kafka_offsets([json.loads(lines[0])] if lines else None)
+        if before is None:
+            raise UnreadableCheckpointError(
+                f"no Kafka offsets before batch {batch_id} in {self.location}: the batch's "
+                "records start after them"
+            )
+        start = {
+            topic: {p: before.get(topic, {}).get(p, -2) for p in partitions}
+            for topic, partitions in end.items()
+        }
+        return start, end
+
+    @staticmethod
+    def _kafka_offsets(entries: list[Any] | None) -> KafkaOffsets | None:
+        """The Kafka source's offsets of one log entry (``{topic: {partition: offset}}``)."""
+        if not entries or not isinstance(entries[0], dict):
+            return None
+        try:
+            return {
+                str(topic): {str(p): int(o) for p, o in partitions.items()}
+                for topic, partitions in entries[0].items()
+            }
+        except (AttributeError, TypeError, ValueError):
+            return None
 
     def _log_offset(self, batch_id: int) -> int | None:
         """The file source's log offset Spark recorded as the end of ``batch_id``."""

@@ -195,9 +195,14 @@ def _other_event(prefix: str, kind: object, event: dict[str, Any]) -> str | None
             f"{event['decided_by_epoch']}, replay writes nothing"
         )
     if kind == "reread" and event["first_read"] == "failed":
+        read = (
+            f"its {event['files']} files"
+            if "files" in event
+            else f"its {event.get('records', '?')} Kafka records"
+        )
         return prefix + (
             f"batch {event['batch']:>3}: a malformed record stopped the first pass; "
-            f"{event['rolled_back']} prepared rolled back, its {event['files']} files read again "
+            f"{event['rolled_back']} prepared rolled back, {read} read again "
             "with the record set aside"
         )
     if kind == "recovered" and (event["committed"] or event["rolled_back"]):

@@ -390,7 +390,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
             if spec.guarantee == Guarantee.EXACTLY_ONCE
             else None
         ),
-        reread=Reread.of(spark, spec, checkpoint),
+        reread=Reread.of(spark, spec, checkpoint, source_secrets),
         jvm_ready=jvm_ready(spark),
     )
     reaper = IdleReaper(coordinator, checkpoint.query_id) if ctx.failed_attempts else None

@@ -3,16 +3,20 @@
 A file source is streamed with ``mode=FAILFAST`` and no corrupt-record column
 (``source._files``): keeping that column makes Spark's parser copy every good row field by
 field, a cost every batch paid for the rare record that does not parse (~4 % of a
-200,000-row cycle, bench/README.md). A batch that has such a record fails its first pass
-(Spark's MALFORMED_RECORD_IN_PARSING) before anything of it is decided; the driver rolls back
-what the pass prepared, and reads the batch's files again, named by the checkpoint's source
-log, keeping the record aside as a dead letter (``source.files_batch``). Only such a batch
+200,000-row cycle, bench/README.md). A Kafka source's ``from_json``/``from_csv`` likewise
+(``source._kafka``), which also spares carrying every record's text to the writer. A batch that
+has such a record fails its first pass (Spark's MALFORMED_RECORD_IN_PARSING) before anything of
+it is decided; the driver rolls back what the pass prepared, and reads the batch again, keeping
+the record aside as a dead letter: its files named by the checkpoint's source log
+(``source.files_batch``), or its Kafka offsets, from the checkpoint's offset log
+(``source.kafka_batch``). Only such a batch
 pays for a second read; ``ReadPolicy`` keeps input whose malformed records keep coming from
 paying for it every batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +24,8 @@ from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
 from eo_jobs.runtime.checkpoint import CheckpointLog
-from eo_jobs.runtime.source import files_batch
-from eo_jobs.spec.models import FilesSource, PipelineSpec
+from eo_jobs.runtime.source import files_batch, kafka_batch
+from eo_jobs.spec.models import FilesSource, Guarantee, KafkaSource, PipelineSpec
 
 MAX_PATIENCE = 64
 """The most clean batches in a row ``ReadPolicy`` waits for before it tries the fast pass again."""
@@ -53,31 +57,82 @@ def is_malformed(exc: BaseException) -> bool:
 
 
 class Reread:
-    """Reads one batch of a file source again, keeping records that do not parse aside."""
+    """Reads one batch again, keeping records that do not parse aside."""
+
+    @classmethod
+    def of(
+        cls,
+        spark: SparkSession,
+        spec: PipelineSpec,
+        checkpoint: CheckpointLog,
+        secrets: Mapping[str, str] | None = None,
+    ) -> Reread | None:
+        """For a source whose stream fails on a record that does not parse: a file source of a
+        text format (parquet has nothing to parse) or an exactly-once pipeline's Kafka source
+        (``source._kafka``; ``secrets``: the values of its ``secretOptions``, as the stream
+        has them)."""
+        files = spec.source.files
+        if files is not None:
+            return None if files.format == "parquet" else FilesReread(spark, files, checkpoint)
+        if spec.source.kafka is None or spec.guarantee != Guarantee.EXACTLY_ONCE:
+            return None
+        return KafkaReread(spark, spec.source.kafka, checkpoint, dict(secrets or {}))
+
+    def extent(self, batch_id: int) -> dict[str, int]:
+        """What the batch is read from, for the ``reread`` event (e.g. its number of files)."""
+        raise NotImplementedError
+
+    def frame(self, batch_id: int) -> DataFrame:
+        """The batch's records with the stream's columns, malformed ones with their text."""
+        raise NotImplementedError
+
+
+class FilesReread(Reread):
+    """A file source's batch, from the files the checkpoint logged for it."""
 
     def __init__(self, spark: SparkSession, source: FilesSource, checkpoint: CheckpointLog):
         self._spark = spark
         self._source = source
         self._checkpoint = checkpoint
 
-    @classmethod
-    def of(
-        cls, spark: SparkSession, spec: PipelineSpec, checkpoint: CheckpointLog
-    ) -> Reread | None:
-        """For a file source of a text format (parquet has nothing to parse; Kafka records are
-        parsed by ``from_json``/``from_csv``, which keep the text anyway)."""
-        files = spec.source.files
-        if files is None or files.format == "parquet":
-            return None
-        return cls(spark, files, checkpoint)
-
     def files(self, batch_id: int) -> list[str]:
         """The files of ``batch_id``, as Spark logged them before running it."""
         return self._checkpoint.source_files(batch_id)
 
-    def frame(self, files: list[str]) -> DataFrame:
-        """The batch's records with the stream's columns, malformed ones with their text."""
-        return files_batch(self._spark, self._source, files)
+    def extent(self, batch_id: int) -> dict[str, int]:
+        return {"files": len(self.files(batch_id))}
+
+    def frame(self, batch_id: int) -> DataFrame:
+        return files_batch(self._spark, self._source, self.files(batch_id))
+
+
+class KafkaReread(Reread):
+    """A Kafka source's batch, from the offsets the checkpoint logged around it."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        source: KafkaSource,
+        checkpoint: CheckpointLog,
+        secrets: dict[str, str],
+    ):
+        self._spark = spark
+        self._source = source
+        self._checkpoint = checkpoint
+        self._secrets = secrets
+
+    def extent(self, batch_id: int) -> dict[str, int]:
+        start, end = self._checkpoint.kafka_range(batch_id)
+        records = sum(
+            max(offset - max(start[t][p], 0), 0)
+            for t, partitions in end.items()
+            for p, offset in partitions.items()
+        )
+        return {"partitions": sum(len(p) for p in end.values()), "records": records}
+
+    def frame(self, batch_id: int) -> DataFrame:
+        start, end = self._checkpoint.kafka_range(batch_id)
+        return kafka_batch(self._spark, self._source, self._secrets, start, end)
 
 
 @dataclass

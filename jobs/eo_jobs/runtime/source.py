@@ -2,16 +2,17 @@
 
 Every source yields one DataFrame with the declared columns plus ``_eo_raw`` (the record as
 text) and ``_eo_error`` (why it could not be parsed, or NULL). Nothing is dropped: a record
-that does not parse is routed to the dead-letter table by the batch writer. A file source's
-stream stops at such a record instead (FAILFAST), and the batch that has one is read again by
-``files_batch``, which keeps it aside (``runtime.reread`` says why).
+that does not parse is routed to the dead-letter table by the batch writer. The stream stops at
+such a record instead (FAILFAST), and the batch that has one is read again by ``files_batch`` or
+``kafka_batch``, which keep it aside (``runtime.reread`` says why).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
@@ -19,11 +20,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.readwriter import DataStreamReader
 from pyspark.sql.types import StringType, StructField, StructType
 
-from eo_jobs.spec.models import FilesSource, KafkaSource, PipelineSpec
+from eo_jobs.spec.models import FilesSource, Guarantee, KafkaSource, PipelineSpec
 
 CORRUPT = "_eo_corrupt"
 RAW = "_eo_raw"
 ERROR = "_eo_error"
+R = TypeVar("R", DataStreamReader, DataFrameReader)
+FAILFAST = "FAILFAST"
+STREAM_ONLY_KAFKA_OPTIONS = frozenset({"minOffsetsPerTrigger", "maxTriggerDelay"})
+"""User options of the stream a batch read of the same topic does not take."""
 GLOB_CHARACTERS = re.compile(r"[\\{}\[\]*?]")
 """Characters Hadoop's glob gives a meaning to in a reader path."""
 
@@ -40,11 +45,17 @@ def _with_corrupt(schema: StructType) -> StructType:
     return StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
 
 
-def _parse(raw: Column, fmt: str, schema: StructType) -> Column:
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+def _parse(raw: Column, fmt: str, schema: StructType, mode: str = "PERMISSIVE") -> Column:
+    """Parse the record's text; PERMISSIVE keeps a record that does not parse in the corrupt
+    column, FAILFAST fails the task on it (and needs no such column)."""
+    if mode == FAILFAST:
+        options = {"mode": FAILFAST}
+    else:
+        options = {"mode": mode, "columnNameOfCorruptRecord": CORRUPT}
+        schema = _with_corrupt(schema)
     if fmt == "json":
-        return F.from_json(raw, _with_corrupt(schema), options)
-    return F.from_csv(raw, _with_corrupt(schema).simpleString(), options)
+        return F.from_json(raw, schema, options)
+    return F.from_csv(raw, schema.simpleString(), options)
 
 
 def _split(parsed: DataFrame, schema: StructType, fmt: str) -> DataFrame:
@@ -124,20 +135,71 @@ def literal_path(uri: str) -> str:
     return GLOB_CHARACTERS.sub(r"\\\g<0>", unquote(uri))
 
 
-def _kafka(spark: SparkSession, src: KafkaSource, secrets: Mapping[str, str]) -> DataFrame:
+def _kafka_reader(reader: R, src: KafkaSource, secrets: Mapping[str, str]) -> R:
+    """The Kafka reader's connection: the brokers, the user's options and its secrets."""
+    reader = reader.format("kafka").option("kafka.bootstrap.servers", src.bootstrap_servers)
+    for key, value in {**src.options, **secrets}.items():
+        if isinstance(reader, DataStreamReader) or key not in STREAM_ONLY_KAFKA_OPTIONS:
+            reader = reader.option(key, value)
+    return reader
+
+
+def _kafka(
+    spark: SparkSession, src: KafkaSource, secrets: Mapping[str, str], failfast: bool
+) -> DataFrame:
+    """The stream; with ``failfast``, parsed with FAILFAST and without the corrupt-record column.
+
+    As for files (``_files``), the corrupt-record column makes Spark's parser copy every good
+    row to add it, and the record's text would ride along every row to the writer, for the rare
+    record that does not parse. A batch with such a record fails its first pass instead, and
+    only that batch is read again by its offsets (``kafka_batch``). A record with no value
+    (a tombstone) parses to nothing without failing: it is kept aside as it always was.
+    Without two-phase commit a failed pass could not be undone (its tasks commit their own
+    rows), so an at-least-once pipeline parses with the column, every batch read once.
+    """
     schema = _struct(src.schema_)
     reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", src.bootstrap_servers)
+        _kafka_reader(spark.readStream, src, secrets)
         .option("subscribe", ",".join(src.topics))
         .option("startingOffsets", src.starting_offsets)
         .option("failOnDataLoss", "true")
     )
     if src.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", src.max_offsets_per_trigger)
-    for key, value in {**src.options, **secrets}.items():
-        reader = reader.option(key, value)
-    raw = reader.load().select(F.col("value").cast("string").alias(RAW))
+    text = reader.load().select(F.col("value").cast("string").alias(RAW))
+    if not failfast:
+        parsed = text.select(F.col(RAW), _parse(F.col(RAW), src.format, schema).alias("p"))
+        return _split(parsed, schema, src.format)
+    parsed = text.select(F.col(RAW), _parse(F.col(RAW), src.format, schema, FAILFAST).alias("p"))
+    nothing = F.col("p").isNull()
+    fields = [F.col("p").getField(f.name).alias(f.name) for f in schema.fields]
+    error = F.when(nothing, F.lit(f"does not parse as {src.format} with the declared schema"))
+    return parsed.select(*fields, F.when(nothing, F.col(RAW)).alias(RAW), error.alias(ERROR))
+
+
+def kafka_batch(
+    spark: SparkSession,
+    src: KafkaSource,
+    secrets: Mapping[str, str],
+    start: Mapping[str, Mapping[str, int]],
+    end: Mapping[str, Mapping[str, int]],
+) -> DataFrame:
+    """One batch's records read again by its offsets, keeping records that do not parse aside.
+
+    The partitions are assigned exactly as the batch's end offsets name them (a subscription
+    would take partitions added since, which the offsets do not cover, and Spark refuses
+    offsets that do not name every partition it reads).
+    """
+    schema = _struct(src.schema_)
+    raw = (
+        _kafka_reader(spark.read, src, secrets)
+        .option("assign", json.dumps({t: sorted(int(p) for p in ps) for t, ps in end.items()}))
+        .option("startingOffsets", json.dumps(start))
+        .option("endingOffsets", json.dumps(end))
+        .option("failOnDataLoss", "true")
+        .load()
+        .select(F.col("value").cast("string").alias(RAW))
+    )
     parsed = raw.select(F.col(RAW), _parse(F.col(RAW), src.format, schema).alias("p"))
     return _split(parsed, schema, src.format)
 
@@ -153,4 +215,5 @@ def read_source(
     if spec.source.files is not None:
         return _files(spark, spec.source.files)
     assert spec.source.kafka is not None
-    return _kafka(spark, spec.source.kafka, secrets or {})
+    failfast = spec.guarantee == Guarantee.EXACTLY_ONCE
+    return _kafka(spark, spec.source.kafka, secrets or {}, failfast)
