@@ -30,6 +30,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,21 +87,44 @@ class Latency:
         return self.duplicates == 0 and self.missing == 0
 
 
+def _bodies(first: int, total: int, chunk: int = 50_000) -> Iterator[str]:
+    """Orders ``first ..`` as JSON objects without their closing brace (the send time goes
+    there), generated a chunk at a time by ``data.json_lines``' vectorized rules."""
+    for start in range(first, first + total, chunk):
+        for line in data.json_lines(start, min(chunk, first + total - start)).splitlines():
+            yield line[:-1]
+
+
 def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first: int) -> float:
     """Orders ``first ..`` at ``rate`` per second for ``seconds``, each stamped with its send
-    time; the time it took (the producer's queue flushed)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1, "acks": "all"})
+    time; the time it took (the producer's queue flushed).
+
+    The send time is read once per step (``TICK_SECONDS``) and stamped on the events the step
+    sends, which are handed to the producer right after it: a stamp is at most a step's sending
+    early, so a latency is over-, never under-stated. Encoding each event with ``json.dumps``
+    and a clock read of its own held the producer under ~40,000 events/s on a core Spark needs.
+    """
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 1,
+            "acks": "all",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     total = int(rate * seconds)
+    bodies = _bodies(first, total)
     sent = 0
     started = time.monotonic()
     while sent < total:
         due = min(total, int((time.monotonic() - started) * rate) + 1)
+        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        tail = f', "sent_at": "{stamp}"}}'
         while sent < due:
-            event = data.event(first + sent)
-            event["sent_at"] = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            value = (next(bodies) + tail).encode()
             while True:
                 try:
-                    producer.produce(topic, json.dumps(event).encode())
+                    producer.produce(topic, value)
                     break
                 except BufferError:
                     producer.poll(0.01)

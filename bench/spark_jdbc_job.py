@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from eo_jobs.runtime.session import spark_conf
+from eo_jobs.runtime.source import KAFKA_READ_DEFAULTS
 from eo_jobs.spec import load_pipeline
 from eo_jobs.spec.models import PipelineSpec
 
@@ -88,7 +89,9 @@ def stream(
 
 def _read(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
     """The source as a plain Spark user reads it: the files with the declared schema, or the
-    topic's values through ``from_json`` (Spark's own parser, as eo's Kafka source uses)."""
+    topic's values through ``from_json`` (Spark's own parser, as eo's Kafka source uses), with
+    the consumer settings eo reads with (``KAFKA_READ_DEFAULTS``), so that a ratio to eo is
+    the write path's, not Kafka's defaults'."""
     kafka = spec.source.kafka
     if kafka is not None:
         reader = (
@@ -97,6 +100,7 @@ def _read(spark: SparkSession, spec: PipelineSpec) -> DataFrame:
             .option("subscribe", ",".join(kafka.topics))
             .option("startingOffsets", kafka.starting_offsets)
             .option("failOnDataLoss", "true")
+            .options(**KAFKA_READ_DEFAULTS)
         )
         if kafka.max_offsets_per_trigger is not None:
             reader = reader.option("maxOffsetsPerTrigger", kafka.max_offsets_per_trigger)
