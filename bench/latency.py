@@ -102,7 +102,8 @@ def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first
     The send time is read once per step (``TICK_SECONDS``) and stamped on the events the step
     sends, which are handed to the producer right after it: a stamp is at most a step's sending
     early, so a latency is over-, never under-stated. Encoding each event with ``json.dumps``
-    and a clock read of its own held the producer under ~40,000 events/s on a core Spark needs.
+    and a clock read of its own managed ~69,000 events/s here before handing any to Kafka, on a
+    core Spark needs; the bodies built in bulk ~320,000/s.
     """
     producer = Producer(
         {
