@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,8 @@ class Latency:
     missing: int
     code: int
     log: str
+    parts_ms: dict[str, float] = field(default_factory=dict)
+    """p50 milliseconds of each part of the measured window's batches (``batch_parts``)."""
 
     @property
     def exact(self) -> bool:
@@ -149,6 +152,24 @@ def _wait_visible(dsn: str, events: int, timeout: float) -> None:
     raise RuntimeError(f"not every one of {events} events became visible in {timeout:.0f} s")
 
 
+def _wait_logged(driver: runner.Driver, events: int, timeout: float) -> None:
+    """Wait until the driver has logged the batches that wrote every event, and Spark's progress
+    of the last of them: a row is visible at its commit, before either line is written, and
+    killing the driver in between would lose the last batch from the report."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logged = list(driver.events)
+        batches = [e.record for e in logged if e.record.get("event") == "batch"]
+        if batches and sum(int(b.get("rows", 0)) for b in batches) >= events:
+            last = max(int(b["batch"]) for b in batches)
+            if any(
+                e.record.get("event") == "progress" and int(e.record.get("batch", -1)) >= last
+                for e in logged
+            ):
+                return
+        time.sleep(0.1)
+
+
 def _read(dsn: str, events: int, warm: int) -> tuple[list[float], int, int]:
     """Latencies (ms, order of order_id) of the measured events; duplicates; missing."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -205,8 +226,10 @@ def measure(
         if started is None:
             raise RuntimeError(f"{variant}: the driver's query never started; see {driver.log}")
         produce_at_rate(broker.bootstrap_servers, topic, rate, args.warmup, 0)
+        measured_from = time.monotonic()
         took = produce_at_rate(broker.bootstrap_servers, topic, rate, args.seconds, warm)
         _wait_visible(dsn, events, args.timeout)
+        _wait_logged(driver, events, 60)
     finally:
         driver.kill()
         run = driver.finish(30)
@@ -229,7 +252,40 @@ def measure(
         missing=missing,
         code=run.code,
         log=str(run.log),
+        parts_ms=batch_parts(run.events, measured_from),
     )
+
+
+SPARK_PARTS = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+"""Spark's own phases of a micro-batch (``StreamingQueryProgress.durationMs``): asking Kafka
+for its latest offsets, planning, running the batch (eo's ``foreachBatch``: read, write, decide),
+and logging its offsets before and its commit after."""
+EO_PARTS = ("prepare_ms", "decide_ms", "commit_ms")
+"""eo's parts of ``addBatch`` (phase 2's commit runs after Spark has the batch back)."""
+
+
+def batch_parts(events: Sequence[runner.Event], since: float) -> dict[str, float]:
+    """p50 ms of each part of the batches that ended after ``since``: Spark's phases from its
+    progress events, eo's prepare/decide/commit from its batch events (exactly-once and
+    at-least-once both log them), and the whole trigger (``triggerExecution``)."""
+    progress = [
+        e.record["duration_ms"]
+        for e in events
+        if e.arrived >= since
+        and e.record.get("event") == "progress"
+        and e.record.get("input_rows", 0) > 0
+    ]
+    batches = [e.record for e in events if e.arrived >= since and e.record.get("event") == "batch"]
+    parts: dict[str, float] = {}
+    for name in (*SPARK_PARTS, "triggerExecution"):
+        values = [float(d[name]) for d in progress if name in d]
+        if values:
+            parts[name] = runner.percentile(values, 0.5)
+    for name in EO_PARTS:
+        values = [float(b[name]) for b in batches if name in b]
+        if values:
+            parts[name] = runner.percentile(values, 0.5)
+    return parts
 
 
 def targets(results: list[Latency], max_rate: int | None) -> list[dict[str, Any]]:
@@ -291,6 +347,17 @@ def report(results: list[Latency], found: list[dict[str, Any]]) -> str:
     """The table, then the targets."""
     cells = [[_cell(getattr(r, key)) for _, key in COLUMNS] for r in results]
     lines = [markdown([header for header, _ in COLUMNS], cells)]
+    parts = (*SPARK_PARTS, "triggerExecution", *EO_PARTS)
+    lines.append("\n## where a batch's time goes (p50 ms of the measured window's batches)\n")
+    lines.append(
+        markdown(
+            ["variant", "rate/s", *parts],
+            [
+                [r.variant, f"{r.rate:,}", *(_cell(r.parts_ms.get(p, math.nan)) for p in parts)]
+                for r in results
+            ],
+        )
+    )
     if found:
         lines.append("\n## targets (issue 31)\n")
         rows = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import latency
+from bench import latency, runner
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.slow]
 
@@ -47,6 +47,26 @@ def test_a_tiny_exactly_once_run_sees_every_event_once_and_orders_its_percentile
     assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"] <= run["max_ms"]
     assert run["batches"] >= 1 and run["trigger_seconds"] == 1
     assert "| exactly-once  |" in out or "| exactly-once |" in out
+    # Where the measured window's batches spent their time: Spark's phases and eo's.
+    parts = run["parts_ms"]
+    assert {"addBatch", "latestOffset", "triggerExecution", "prepare_ms", "decide_ms"} <= set(parts)
+    assert 0 < parts["prepare_ms"] <= parts["addBatch"] <= parts["triggerExecution"]
+    assert "where a batch's time goes" in out
+
+
+def test_a_batch_s_parts_come_from_the_measured_window_and_skip_empty_triggers() -> None:
+    def event(at: float, **record: object) -> runner.Event:
+        return runner.Event(at, dict(record))
+
+    events = [
+        event(1.0, event="progress", input_rows=5, duration_ms={"addBatch": 900}),
+        event(2.0, event="progress", input_rows=0, duration_ms={"addBatch": 1}),
+        event(3.0, event="progress", input_rows=5, duration_ms={"addBatch": 300}),
+        event(4.0, event="progress", input_rows=5, duration_ms={"addBatch": 100}),
+        event(4.0, event="batch", prepare_ms=80.0, decide_ms=3.0, commit_ms=4.0),
+    ]
+    parts = latency.batch_parts(events, since=2.0)
+    assert parts == {"addBatch": 100.0, "prepare_ms": 80.0, "decide_ms": 3.0, "commit_ms": 4.0}
 
 
 def test_the_targets_compare_exactly_once_with_at_least_once_at_the_same_rate() -> None:
