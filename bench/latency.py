@@ -81,6 +81,9 @@ class Latency:
     missing: int
     code: int
     log: str
+    cpu_percent: float = math.nan
+    """CPU the driver's processes (Python, Spark's JVM, its Python workers) used in the measured
+    window, in % of one core: what a rate and a trigger interval cost the machine."""
     parts_ms: dict[str, float] = field(default_factory=dict)
     """p50 milliseconds of each part of the measured window's batches (``batch_parts``)."""
 
@@ -150,6 +153,24 @@ def _wait_visible(dsn: str, events: int, timeout: float) -> None:
                 return
             time.sleep(0.2)
     raise RuntimeError(f"not every one of {events} events became visible in {timeout:.0f} s")
+
+
+def cpu_seconds(group: int) -> float:
+    """User + system CPU seconds of the live processes of a process group (the driver runs in a
+    group of its own: its Python, Spark's JVM, the JVM's Python workers), from ``/proc``.
+    A process that ended is not counted: the driver's processes live for the whole run."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        # fields[0] is the state (stat's 3rd field): pgrp is the 5th, utime/stime the 14th/15th.
+        if int(fields[2]) == group:
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
 
 
 def _wait_logged(driver: runner.Driver, events: int, timeout: float) -> None:
@@ -227,7 +248,9 @@ def measure(
             raise RuntimeError(f"{variant}: the driver's query never started; see {driver.log}")
         produce_at_rate(broker.bootstrap_servers, topic, rate, args.warmup, 0)
         measured_from = time.monotonic()
+        cpu_from = cpu_seconds(driver.proc.pid)
         took = produce_at_rate(broker.bootstrap_servers, topic, rate, args.seconds, warm)
+        cpu_percent = 100.0 * (cpu_seconds(driver.proc.pid) - cpu_from) / took
         _wait_visible(dsn, events, args.timeout)
         _wait_logged(driver, events, 60)
     finally:
@@ -252,6 +275,7 @@ def measure(
         missing=missing,
         code=run.code,
         log=str(run.log),
+        cpu_percent=cpu_percent,
         parts_ms=batch_parts(run.events, measured_from),
     )
 
@@ -330,6 +354,7 @@ COLUMNS = (
     ("max ms", "max_ms"),
     ("batches", "batches"),
     ("batch p50 s", "batch_p50_s"),
+    ("driver CPU %", "cpu_percent"),
     ("dup", "duplicates"),
     ("missing", "missing"),
 )

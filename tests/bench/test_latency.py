@@ -4,6 +4,9 @@ PostgreSQL's commit timestamps and ordered, the JSON's field names. Never a timi
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,31 @@ def test_a_tiny_exactly_once_run_sees_every_event_once_and_orders_its_percentile
     assert {"addBatch", "latestOffset", "triggerExecution", "prepare_ms", "decide_ms"} <= set(parts)
     assert 0 < parts["prepare_ms"] <= parts["addBatch"] <= parts["triggerExecution"]
     assert "where a batch's time goes" in out
+    assert run["cpu_percent"] > 0
+
+
+def test_the_driver_s_cpu_is_its_process_group_s_only() -> None:
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy], start_new_session=True)
+    child.wait()
+    # Counted only while alive: a group whose processes ended has no CPU left to count.
+    assert latency.cpu_seconds(child.pid) == 0.0
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True
+    )
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", busy + "\nimport time; time.sleep(30)"], start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while latency.cpu_seconds(spinner.pid) < 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert latency.cpu_seconds(spinner.pid) >= 0.3
+        assert latency.cpu_seconds(sleeper.pid) < 0.3
+    finally:
+        for process in (sleeper, spinner):
+            process.kill()
+            process.wait()
 
 
 def test_a_batch_s_parts_come_from_the_measured_window_and_skip_empty_triggers() -> None:
