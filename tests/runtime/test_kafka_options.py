@@ -43,3 +43,23 @@ def test_a_batch_read_again_leaves_out_what_only_a_stream_takes(option: str) -> 
     source = _source({option: "5" if option == "minOffsetsPerTrigger" else "10s"})
     assert option in kafka_options(source, {}, streaming=True)
     assert option not in kafka_options(source, {}, streaming=False)
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "startingTimestamp",
+        "startingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "endingOffsets",
+        "endingTimestamp",
+        "endingOffsetsByTimestamp",
+    ],
+)
+def test_a_batch_read_again_by_its_offsets_takes_no_option_that_moves_its_range(
+    option: str,
+) -> None:
+    """Spark prefers a timestamp option over the offsets a re-read gives (another range)."""
+    source = _source({option: "0"})
+    assert option in kafka_options(source, {}, streaming=True)
+    assert option not in kafka_options(source, {}, streaming=False)
