@@ -9,6 +9,7 @@ network plugin enforces them in the test cluster, so what they let through is no
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -355,3 +356,23 @@ def test_a_malformed_network_value_is_refused(expression: str, complaint: str) -
     with pytest.raises(helm_python.HelmValuesError) as failure:
         render(set_values(expression))
     assert complaint in str(failure.value)
+
+
+def test_the_install_guides_mysql_example_renders_what_it_says() -> None:
+    guide = (REPO / "docs" / "install.md").read_text()
+    [block] = re.findall(r"```yaml netpol-values\n(.*?)```", guide, flags=re.DOTALL)
+    objects = [o for o in render(yaml.safe_load(block)) if o["kind"] == "NetworkPolicy"]
+    operator = policy(objects, "eo-operator")["spec"]
+    driver = policy(objects, "eo-driver")["spec"]["egress"]
+    executor = policy(objects, "eo-executor")["spec"]["egress"]
+    for rules in (operator["egress"], driver, executor):
+        mysql = [r["to"] for r in _rule_to(rules, 3306)]
+        assert [{"ipBlock": {"cidr": "10.20.0.0/28"}}] in mysql
+        assert any("podSelector" in peer for to in mysql for peer in to)  # the in-cluster MariaDB
+        assert [r["to"] for r in _rule_to(rules, 5432)] == [[{"ipBlock": {"cidr": "10.20.1.5/32"}}]]
+    assert _rule_to(operator["egress"], 9093) == _rule_to(operator["egress"], 9000) == []
+    for rules in (driver, executor):
+        assert len(_rule_to(rules, 9093)) == len(_rule_to(rules, 9000)) == 1
+    assert operator["ingress"][0]["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
