@@ -376,3 +376,10 @@ def test_the_install_guides_mysql_example_renders_what_it_says() -> None:
     assert operator["ingress"][0]["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     ]
+
+
+def test_a_destination_set_to_null_opens_nothing_for_it() -> None:
+    objects = policies(EGRESS, "networkPolicy.egress.kafka=null", "networkPolicy.egress.dns=null")
+    driver = policy(objects, "eo-driver")["spec"]["egress"]
+    assert _rule_to(driver, 9092) == _rule_to(driver, 53) == []
+    assert len(_rule_to(driver, 5432)) == 1

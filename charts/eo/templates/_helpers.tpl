@@ -220,14 +220,15 @@ the caller then leaves out `to`/`from`. Use with fromJsonArray.
 
 {{/*
 Egress rules to a list of destinations, as a JSON list: one rule per destination, its ports
-on each of "protocols" (TCP unless given). A destination without ports gives no rule (a rule
-without ports would open every port). Pass a dict with "destinations" and optionally
+on each of "protocols" (TCP unless given). A destination without ports, or set to null, gives
+no rule (a rule without ports would open every port). Pass a dict with "destinations" and optionally
 "protocols". Use with fromJsonArray.
 */}}
 {{- define "eo.networkPolicy.egressRules" -}}
 {{- $rules := list -}}
 {{- $protocols := .protocols | default (list "TCP") -}}
 {{- range .destinations -}}
+{{- if . -}}
 {{- $ports := list -}}
 {{- range $port := (.ports | default list) -}}
 {{- range $protocol := $protocols -}}
@@ -240,6 +241,7 @@ without ports would open every port). Pass a dict with "destinations" and option
 {{- $_ := set $rule "to" . -}}
 {{- end -}}
 {{- $rules = append $rules $rule -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $rules -}}
