@@ -42,9 +42,11 @@ Service> 4040`` reaches it."""
 
 
 DRIVER_POD_SELECTOR = f"{MANAGED_BY}=eo,{COMPONENT}=driver"
-"""Labels every driver pod carries and no other pod eo makes (executor pods carry Spark's
-labels, the chart's pods ``managed-by: Helm``; a pod template cannot replace eo's labels): the
-operator lists and watches only the pods that match (``main.configure``)."""
+"""Labels every driver pod carries and no other pod eo makes (executor pods carry
+``component: executor``, ``eo_jobs.runtime.session.EXECUTOR_LABELS``, the chart's pods
+``managed-by: Helm``; a pod template cannot replace eo's labels): the operator lists and watches
+only the pods that match (``main.configure``), and the chart's driver NetworkPolicy selects
+them."""
 
 OPERATOR_ONLY_FIELDS = frozenset({"suspend", "alerts", "restart_policy", "audit"})
 """Spec fields (attribute names of ``PipelineSpec``) the driver never reads, left out of

@@ -21,9 +21,11 @@ NAMESPACE = "eo-system"
 
 Manifest = dict[str, Any]
 
-# Every optional feature on: monitoring objects, two operator replicas (anti-affinity).
+# Every optional feature on: monitoring objects, two operator replicas (anti-affinity),
+# NetworkPolicies with egress rules.
 ALL_FEATURES = (
     "operator.replicaCount=2",
+    "networkPolicy.egress.enabled=true",
     "operator.serviceMonitor.enabled=true",
     "driver.podMonitor.enabled=true",
     "monitoring.prometheusRule.enabled=true",

@@ -11,6 +11,7 @@ process kubelet of the test cluster runs only ``restartPolicy: Never`` pods.
 from __future__ import annotations
 
 import contextlib
+import json
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -151,11 +152,63 @@ def test_every_object_and_crd_is_accepted_by_the_api_server(
     for crd in CRDS:
         kube_cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=60s")
     objects = release.objects()
-    assert len(objects) == 11
+    assert len(objects) == 14
     stored = kube_cluster.kubectl("get", "-f", "-", "-o", "name", input=release.manifest)
     assert len(stored.stdout.split()) == len(objects)
     example = (ROOT / "examples" / "orders-ledger.yaml").read_text()
     kube_cluster.kubectl("apply", "--server-side", "--dry-run=server", "-f", "-", input=example)
+
+
+# Every kind of rule the networkPolicy values render: CIDRs, selectors, a pod selector alone,
+# several databases, the object store, scrapers, and extra rules of each kind.
+NETWORK_POLICY_VALUES = (
+    "networkPolicy.egress.enabled=true",
+    "networkPolicy.metrics.namespaceSelector.kubernetes\\.io/metadata\\.name=monitoring",
+    "networkPolicy.metrics.podSelector.app=prometheus",
+    "networkPolicy.egress.apiServer.cidrs={10.0.0.1/32,fd00::1/128}",
+    "networkPolicy.egress.dns.podSelector.k8s-app=kube-dns",
+    "networkPolicy.egress.databases[0].cidrs={10.20.0.5/32}",
+    "networkPolicy.egress.databases[0].ports={5432}",
+    "networkPolicy.egress.databases[1].namespaceSelector.kubernetes\\.io/metadata\\.name=shop",
+    "networkPolicy.egress.databases[1].podSelector.app=mariadb",
+    "networkPolicy.egress.databases[1].ports={3306,3307}",
+    "networkPolicy.egress.kafka[0].cidrs={10.30.0.0/24}",
+    "networkPolicy.egress.kafka[0].ports={9093}",
+    "networkPolicy.egress.objectStorage[0].cidrs={10.40.0.10/32}",
+    "networkPolicy.egress.objectStorage[0].ports={9000}",
+    "networkPolicy.operator.extraIngress[0].ports[0].port=15090",
+    "networkPolicy.driver.extraIngress[0].ports[0].port=sidecar",
+    "networkPolicy.executor.extraEgress[0].to[0].ipBlock.cidr=10.50.0.0/16",
+)
+
+
+def test_the_api_server_stores_every_network_policy_rule_the_values_render(
+    kube_cluster: KubeCluster, make_release: Callable[..., Release]
+) -> None:
+    # Validation only: no network plugin enforces NetworkPolicy in the test cluster.
+    release = make_release(*NETWORK_POLICY_VALUES, watch=1)
+    rendered = [o for o in release.objects() if o["kind"] == "NetworkPolicy"]
+    assert sorted(o["metadata"]["name"].rsplit("-", 1)[1] for o in rendered) == [
+        "driver",
+        "executor",
+        "operator",
+    ]
+    for obj in rendered:
+        metadata = obj["metadata"]
+        stored = kube_cluster.kubectl(
+            "get", "networkpolicy", metadata["name"], "-n", metadata["namespace"], "-o", "json"
+        )
+        # The API server adds only the default protocol (TCP) of the ports that name none.
+        assert json.loads(stored.stdout)["spec"] == _with_default_protocol(obj["spec"])
+
+
+def _with_default_protocol(spec: dict[str, Any]) -> dict[str, Any]:
+    spec = json.loads(json.dumps(spec))
+    for direction in ("ingress", "egress"):
+        for rule in spec.get(direction, []):
+            for port in rule.get("ports", []):
+                port.setdefault("protocol", "TCP")
+    return spec
 
 
 def test_the_cluster_wide_operator_can_do_each_verb_it_needs_and_nothing_else(

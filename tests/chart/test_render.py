@@ -21,16 +21,17 @@ from tests.chart.helm import (
 WARNING = 2  # helm lint severities: 1 info, 2 warning, 3 error
 
 # Objects per kind for each profile (CRDs are in crds/, not rendered: see test_sync).
+# NetworkPolicies: the operator's, and a driver and an executor one per pipeline namespace.
 CLUSTER_WIDE = Counter(
     ServiceAccount=2, ClusterRole=1, ClusterRoleBinding=1, Role=2, RoleBinding=2,
-    Deployment=1, Service=1, PodDisruptionBudget=1,
+    Deployment=1, Service=1, PodDisruptionBudget=1, NetworkPolicy=3,
 )  # fmt: skip
 # Two watched namespaces: an operator Role + RoleBinding in each, the drivers'
 # ServiceAccount + Role + RoleBinding in each, a ClusterRole left only for CRD reads, and the
 # leader-election Role + RoleBinding in the release namespace.
 NAMESPACED_TWO = Counter(
     ServiceAccount=3, ClusterRole=1, ClusterRoleBinding=1, Role=5, RoleBinding=5,
-    Deployment=1, Service=1, PodDisruptionBudget=1,
+    Deployment=1, Service=1, PodDisruptionBudget=1, NetworkPolicy=5,
 )  # fmt: skip
 # ConfigMaps: the Grafana dashboard and the Grafana alert rules.
 MONITORING = Counter(ServiceMonitor=1, PodMonitor=1, PrometheusRule=1, ConfigMap=2)

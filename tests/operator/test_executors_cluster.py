@@ -138,6 +138,21 @@ def executor_pods(scene: Scene) -> list[dict[str, Any]]:
     return list(json.loads(out.stdout)["items"])
 
 
+def selected_by_policy(scene: Scene, component: str) -> set[str]:
+    """Names of the pods of the scene's namespace that the chart's ``component`` NetworkPolicy
+    (``driver`` or ``executor``), as the API server stores it, selects."""
+    out = scene.cluster.kubectl(
+        "get", "networkpolicy", "-n", scene.namespace,
+        "-l", f"app.kubernetes.io/component={component}", "-o", "json",
+    )  # fmt: skip
+    [policy] = json.loads(out.stdout)["items"]
+    selector = policy["spec"]["podSelector"]
+    assert set(selector) == {"matchLabels"}, selector
+    labels = ",".join(f"{k}={v}" for k, v in sorted(selector["matchLabels"].items()))
+    pods = scene.cluster.kubectl("get", "pods", "-n", scene.namespace, "-l", labels, "-o", "json")
+    return {p["metadata"]["name"] for p in json.loads(pods.stdout)["items"]}
+
+
 def _running(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
         p
@@ -211,6 +226,12 @@ def test_two_executor_pods_run_the_writer_tasks_and_the_sink_is_exact(scene: Sce
     # The writer tasks ran on the executors: every batch's tasks, and on both executors.
     finished = {p["metadata"]["name"]: tasks_finished(scene, p) for p in executors}
     assert all(count > 0 for count in finished.values()), (finished, _diagnostics(scene))
+    # The chart's NetworkPolicies select these very pods: the executors Spark made by the
+    # labels eo asked for, the driver by the operator's.
+    executor_policy, driver_policy = (selected_by_policy(scene, c) for c in ("executor", "driver"))
+    assert {p["metadata"]["name"] for p in executors} <= executor_policy
+    assert name in driver_policy
+    assert executor_policy.isdisjoint(driver_policy)
 
 
 def test_an_executor_deleted_in_the_middle_of_a_batch_is_retried_and_the_batch_commits_once(

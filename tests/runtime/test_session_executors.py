@@ -10,7 +10,13 @@ from pathlib import Path
 
 import yaml
 
-from eo_jobs.runtime.session import BLOCK_MANAGER_PORT, DRIVER_PORT, UI_PORT, spark_conf
+from eo_jobs.runtime.session import (
+    BLOCK_MANAGER_PORT,
+    DRIVER_PORT,
+    EXECUTOR_LABELS,
+    UI_PORT,
+    spark_conf,
+)
 from eo_jobs.spec import parse_pipeline
 from eo_jobs.spec.models import Pipeline
 from eo_operator import resources
@@ -91,3 +97,17 @@ def test_no_claim_mounts_nothing_on_executors_and_spark_never_lists_claims() -> 
     assert not any(key.startswith("spark.kubernetes.executor.volumes.") for key in conf)
     assert conf["spark.kubernetes.driver.ownPersistentVolumeClaim"] == "false"
     assert conf["spark.kubernetes.driver.reusePersistentVolumeClaim"] == "false"
+
+
+def test_executor_pods_carry_eos_labels_and_stay_out_of_the_operators_driver_watch() -> None:
+    conf = spark_conf(_pipeline().spec, "app", environ=POD_ENV)
+    prefix = "spark.kubernetes.executor.label."
+    labels = {k.removeprefix(prefix): v for k, v in conf.items() if k.startswith(prefix)}
+
+    assert labels == dict(EXECUTOR_LABELS)
+    assert labels["app.kubernetes.io/managed-by"] == "eo"
+    watched = dict(term.split("=") for term in resources.DRIVER_POD_SELECTOR.split(","))
+    assert not watched.items() <= labels.items()
+    # Spark refuses labels it reserves for itself; none of eo's is one of them.
+    assert not set(labels) & {"spark-app-selector", "spark-role", "spark-exec-id"}
+    assert resources.LABEL_PIPELINE not in labels  # it lists a pipeline's driver pods

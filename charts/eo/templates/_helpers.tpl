@@ -193,3 +193,94 @@ templates reach Prometheus and Grafana untouched. Pass a dict with "root" and "f
 {{- define "eo.operator.leaseName" -}}
 {{- .Values.operator.leaderElection.leaseName | default (printf "%s-operator" (include "eo.fullname" .)) -}}
 {{- end -}}
+
+{{/*
+NetworkPolicy peers of a destination (a dict with cidrs, namespaceSelector, podSelector), as a
+JSON list: one ipBlock per CIDR, and one selector peer when either selector is set (a
+podSelector alone means such pods in every namespace). An empty list means "any address":
+the caller then leaves out `to`/`from`. Use with fromJsonArray.
+*/}}
+{{- define "eo.networkPolicy.peers" -}}
+{{- $peers := list -}}
+{{- range (.cidrs | default list) -}}
+{{- $peers = append $peers (dict "ipBlock" (dict "cidr" .)) -}}
+{{- end -}}
+{{- if or .namespaceSelector .podSelector -}}
+{{- $peer := dict "namespaceSelector" (dict) -}}
+{{- with .namespaceSelector -}}
+{{- $_ := set $peer "namespaceSelector" (dict "matchLabels" .) -}}
+{{- end -}}
+{{- with .podSelector -}}
+{{- $_ := set $peer "podSelector" (dict "matchLabels" .) -}}
+{{- end -}}
+{{- $peers = append $peers $peer -}}
+{{- end -}}
+{{- toJson $peers -}}
+{{- end -}}
+
+{{/*
+Egress rules to a list of destinations, as a JSON list: one rule per destination, its ports
+on each of "protocols" (TCP unless given). A destination without ports, or set to null, gives
+no rule (a rule without ports would open every port). Pass a dict with "destinations" and optionally
+"protocols". Use with fromJsonArray.
+*/}}
+{{- define "eo.networkPolicy.egressRules" -}}
+{{- $rules := list -}}
+{{- $protocols := .protocols | default (list "TCP") -}}
+{{- range .destinations -}}
+{{- if . -}}
+{{- $ports := list -}}
+{{- range $port := (.ports | default list) -}}
+{{- range $protocol := $protocols -}}
+{{- $ports = append $ports (dict "protocol" $protocol "port" $port) -}}
+{{- end -}}
+{{- end -}}
+{{- if $ports -}}
+{{- $rule := dict "ports" $ports -}}
+{{- with include "eo.networkPolicy.peers" . | fromJsonArray -}}
+{{- $_ := set $rule "to" . -}}
+{{- end -}}
+{{- $rules = append $rules $rule -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $rules -}}
+{{- end -}}
+
+{{/*
+Egress rules every eo pod gets when networkPolicy.egress.enabled: DNS (UDP and TCP) and the
+databases; pass the root. Use with fromJsonArray.
+*/}}
+{{- define "eo.networkPolicy.commonEgress" -}}
+{{- $egress := .Values.networkPolicy.egress -}}
+{{- $dns := include "eo.networkPolicy.egressRules" (dict "destinations" (list $egress.dns) "protocols" (list "UDP" "TCP")) | fromJsonArray -}}
+{{- $databases := include "eo.networkPolicy.egressRules" (dict "destinations" $egress.databases) | fromJsonArray -}}
+{{- toJson (concat $dns $databases) -}}
+{{- end -}}
+
+{{/* Labels of the driver pods the operator creates (eo_operator.resources.driver_pod). */}}
+{{- define "eo.driver.podLabels" -}}
+app.kubernetes.io/managed-by: eo
+app.kubernetes.io/component: driver
+{{- end -}}
+
+{{/* Labels of the executor pods drivers create (eo_jobs.runtime.session.EXECUTOR_LABELS). */}}
+{{- define "eo.executor.podLabels" -}}
+app.kubernetes.io/managed-by: eo
+app.kubernetes.io/component: executor
+{{- end -}}
+
+{{/*
+Peers of a pipeline's own traffic, in the policy's namespace: driver pods, and executor pods by
+the label Spark gives every executor (spark-role: executor). Not by eo's executor labels: the
+executors of a driver pinned to a job image older than those labels lack them, and they must
+still reach their driver and it them.
+*/}}
+{{- define "eo.pipeline.peers" -}}
+- podSelector:
+    matchLabels:
+      {{- include "eo.driver.podLabels" . | nindent 6 }}
+- podSelector:
+    matchLabels:
+      spark-role: executor
+{{- end -}}

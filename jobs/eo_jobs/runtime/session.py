@@ -32,6 +32,18 @@ UI_PORT = 4040
 """The Spark UI's port; the driver Service's and container's ``ui`` port."""
 DATA_VOLUME = "data"
 """Volume name of ``spec.driver.volumeClaim`` on the driver pod, and on executors."""
+EXECUTOR_LABELS: Mapping[str, str] = {
+    "app.kubernetes.io/name": "eo",
+    "app.kubernetes.io/managed-by": "eo",
+    "app.kubernetes.io/component": "executor",
+}
+"""Labels of every executor pod, beside Spark's own (``spark-role: executor``, which any Spark
+application's executors carry): what the chart's executor NetworkPolicy selects, and what lets
+the driver's policy admit its executors and no other pod. ``component: executor`` keeps them out
+of the operator's watch of driver pods (``eo_operator.resources.DRIVER_POD_SELECTOR``); no
+``eo.dev/pipeline`` label, which lists a pipeline's driver pods. Set through
+``spark.kubernetes.executor.label.*``, which Spark adds to every executor pod it builds and
+which ``sparkConf`` may not set (``spark.kubernetes.*`` is eo's)."""
 
 
 def executor_volume_conf(spec: PipelineSpec) -> dict[str, str]:
@@ -196,6 +208,10 @@ def spark_conf(
                 "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
                 "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
                 **executor_volume_conf(spec),
+                **{
+                    f"spark.kubernetes.executor.label.{key}": value
+                    for key, value in EXECUTOR_LABELS.items()
+                },
             }
         )
     java_options = env.get("EO_SPARK_DRIVER_JAVA_OPTIONS")
