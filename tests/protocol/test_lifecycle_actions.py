@@ -10,6 +10,7 @@ operator's cluster tests, test_operator_lifecycle_cluster.py)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,8 @@ def _spark_checkpoint(tmp_path: Path, batches: int = 2, query: str = QUERY) -> l
         data = source / f"part-{batch}.json"
         data.write_text('{"id": 1}\n')
         files.append(data)
-        entry = {"path": f"file://{data}", "timestamp": 1, "batchId": batch}
+        stamp = data.stat().st_mtime_ns // 1_000_000  # what Spark logs
+        entry = {"path": f"file://{data}", "timestamp": stamp, "batchId": batch}
         (ckpt / "sources" / "0" / str(batch)).write_text("v1\n" + json.dumps(entry) + "\n")
         (ckpt / "offsets" / str(batch)).write_text(
             'v1\n{"batchWatermarkMs":0}\n' + json.dumps({"logOffset": batch}) + "\n"
@@ -178,7 +180,8 @@ def test_a_start_over_whose_old_files_are_still_there_is_refused_and_moves_nothi
     with pytest.raises(LifecycleRefusedError) as refused:
         lifecycle.run(pipeline, 3, control, _checkpoint(tmp_path))
     said = str(refused.value)
-    assert "5 of the 5 files" in said and "and 2 more" in said and "allowReread" in said
+    assert "5 of the 5 files" in said and "unchanged" in said and "and 2 more" in said
+    assert "allowReread" in said
     assert _snapshots(tmp_path) == []
     assert (tmp_path / "ckpt" / "metadata").exists()
     assert len(control.queries("pay/p")) == 1
@@ -187,6 +190,19 @@ def test_a_start_over_whose_old_files_are_still_there_is_refused_and_moves_nothi
     accepted = _pipeline(tmp_path, startOver={"nonce": "n1", "allowReread": True})
     assert lifecycle.run(accepted, 3, control, _checkpoint(tmp_path))
     assert control.queries("pay/p") == []
+
+
+def test_a_file_replaced_under_the_same_name_is_new_input_not_a_reread(
+    control: ControlDatabase, tmp_path: Path
+) -> None:
+    files = _spark_checkpoint(tmp_path)
+    _decide(control, 2)
+    for data in files:  # new content under the old names
+        data.unlink()
+        data.write_text('{"id": 2}\n')
+        os.utime(data, ns=(0, data.stat().st_mtime_ns + 5_000_000_000))
+    pipeline = _pipeline(tmp_path, startOver={"nonce": "n1"})
+    assert lifecycle.run(pipeline, 3, control, _checkpoint(tmp_path))
 
 
 def test_a_start_over_cut_short_after_the_move_finishes_at_the_next_start(

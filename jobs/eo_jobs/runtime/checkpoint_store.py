@@ -29,6 +29,11 @@ class Store(Protocol):
         """Whether a file or folder is at ``location``."""
         ...
 
+    def modified(self, location: str) -> int | None:
+        """A file's modification time in milliseconds (as Spark's file source logs it), None
+        when absent."""
+        ...
+
     def copy(self, source: str, target: str) -> None:
         """Copy a file or a folder (recursively) to ``target`` (its parent is created)."""
         ...
@@ -75,6 +80,11 @@ class LocalStore:
     def exists(self, location: str) -> bool:
         """``Store.exists``."""
         return self.path(location).exists()
+
+    def modified(self, location: str) -> int | None:
+        """``Store.modified`` (Hadoop's local file system reads the same clock, in ms)."""
+        path = self.path(location)
+        return path.stat().st_mtime_ns // 1_000_000 if path.exists() else None
 
     def copy(self, source: str, target: str) -> None:
         """``Store.copy``."""
@@ -138,6 +148,11 @@ class HadoopStore:
         """``Store.exists``."""
         fs, path = self._fs(location)
         return bool(fs.exists(path))
+
+    def modified(self, location: str) -> int | None:
+        """``Store.modified``."""
+        fs, path = self._fs(location)
+        return int(fs.getFileStatus(path).getModificationTime()) if fs.exists(path) else None
 
     def copy(self, source: str, target: str) -> None:
         """``Store.copy`` (Hadoop's ``FileUtil.copy``, recursive)."""

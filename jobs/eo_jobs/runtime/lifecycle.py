@@ -87,27 +87,30 @@ def position(checkpoint: Checkpoint, control: ControlDatabase, pipeline: str) ->
     }
 
 
-def read_files(checkpoint: Checkpoint) -> list[str]:
-    """Every file the checkpoint's query read from a files source, as Spark logged them
-    (``sources/0/<entry>`` and ``<entry>.compact``: a version line, then one JSON per file)."""
+def read_files(checkpoint: Checkpoint) -> dict[str, int]:
+    """Every file the checkpoint's query read from a files source, as Spark logged it, with the
+    modification time it had then (``sources/0/<entry>`` and ``<entry>.compact``: a version
+    line, then one JSON object per file: path, timestamp, batchId)."""
     folder = checkpoint.at("sources", "0")
-    paths: dict[str, None] = {}
+    read: dict[str, int] = {}
     for name in checkpoint.store.names(folder):
         if not name.split(".")[0].isdigit() or name.endswith(".crc"):
             continue
         text = checkpoint.store.read(f"{folder}/{name}") or ""
         for line in text.splitlines()[1:]:
             if line.strip():
-                paths[str(json.loads(line)["path"])] = None
-    return list(paths)
+                entry = json.loads(line)
+                read[str(entry["path"])] = int(entry.get("timestamp") or 0)
+    return read
 
 
 def reread_refusal(pipeline: Pipeline, checkpoint: Checkpoint) -> str | None:
     """Why a start-over would write again what the old query wrote, or None.
 
-    A files source: a file the old query read is still in the source's folder, and the new
-    query reads every file there. (A kafka source starting from earliest is refused by the
-    spec's own rule.)
+    A files source: a file the old query read is still in the source's folder, unchanged (the
+    modification time Spark logged for it), and the new query reads every file there. A file
+    replaced under the same name since is new input. (A kafka source starting from earliest
+    is refused by the spec's own rule.)
     """
     lifecycle = pipeline.spec.lifecycle
     files = pipeline.spec.source.files
@@ -116,7 +119,9 @@ def reread_refusal(pipeline: Pipeline, checkpoint: Checkpoint) -> str | None:
     if files is None:
         return None
     read = read_files(checkpoint)
-    still = [path for path in read if checkpoint.source_store(path).exists(path)]
+    still = [
+        path for path, at in read.items() if checkpoint.source_store(path).modified(path) == at
+    ]
     if not still:
         return None
     shown = ", ".join(still[:SHOWN]) + (
@@ -125,10 +130,10 @@ def reread_refusal(pipeline: Pipeline, checkpoint: Checkpoint) -> str | None:
     return (
         f"refusing to start {pipeline.key} over (lifecycle.startOver nonce "
         f"{lifecycle.start_over.nonce}): {len(still)} of the {len(read)} files the old query "
-        f"already wrote to the sinks are still in source.files.path ({shown}), and the new "
-        "query would read them again and write their rows a second time. Move them out of "
-        "the folder, or set lifecycle.startOver.allowReread: true to accept the duplicates; "
-        "then edit the spec (any edit) to retry. Nothing was moved or deleted"
+        f"already wrote to the sinks are still in source.files.path, unchanged ({shown}), and "
+        "the new query would read them again and write their rows a second time. Move them "
+        "out of the folder, or set lifecycle.startOver.allowReread: true to accept the "
+        "duplicates; then edit the spec (a new nonce) to retry. Nothing was moved or deleted"
     )
 
 

@@ -932,9 +932,10 @@ class StartOver(Model):
     sinks; the new query reads from the source's starting point (a files source: every file
     in source.files.path; kafka: source.kafka.startingOffsets), so whatever the old query
     already wrote and the source still holds is written again. That is refused unless
-    allowReread is true: a files source whose folder still holds a file the old query read
-    stops the driver (exit 79, phase Failed, reason StartOverRefused) before anything moves;
-    a kafka source starting from earliest is refused by the API server."""
+    allowReread is true: a files source whose folder still holds a file the old query read,
+    unchanged (the modification time Spark logged), stops the driver (exit 79, phase Failed,
+    reason StartOverRefused) before anything moves; a kafka source starting from earliest is
+    refused by the API server."""
     allow_reread: bool = False
     """true: start over even when the new query reads again what the old one already wrote
     (those rows are written a second time: duplicates the user accepts)."""
