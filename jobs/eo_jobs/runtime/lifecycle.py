@@ -209,7 +209,8 @@ def run(
     pipeline: Pipeline, epoch: int, control: ControlDatabase, checkpoint: Checkpoint
 ) -> Sequence[str]:
     """Do what ``spec.lifecycle`` asks that is not recorded yet: the snapshot first (of the
-    checkpoint as it is), then the start-over; then retention. Returns what was done, for
+    checkpoint as it is), then the start-over; then retention (also when nothing was done: a
+    lowered ``retention`` applies at the next start). Returns what was done, for
     the log. Raises ``LifecycleRefusedError`` for a start-over that would duplicate."""
     lifecycle = pipeline.spec.lifecycle
     if lifecycle is None:
@@ -232,7 +233,6 @@ def run(
             forgotten_decisions=deleted,
         )
         done.append(f"start-over {record.name}")
-    if done:
-        for name in prune(pipeline.key, lifecycle, control, checkpoint):
-            log.info("snapshot %s deleted (lifecycle.retention %d)", name, lifecycle.retention)
+    for name in prune(pipeline.key, lifecycle, control, checkpoint):
+        log.info("snapshot %s deleted (lifecycle.retention %d)", name, lifecycle.retention)
     return done
