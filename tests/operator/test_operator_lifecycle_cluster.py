@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ def _queries(scene: Scene) -> list[tuple[str, int, int]]:
     return [(str(q), int(b), int(e)) for q, b, e in rows]
 
 
+def _listed(scene: Scene, nonce: str) -> bool:
+    return nonce in [s["nonce"] for s in _lifecycle(scene).get("snapshots", [])]
+
+
 def _snapshot_folders(scene: Scene) -> list[str]:
     folder = scene.work / "checkpoint" / "eo-snapshots"
     return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
@@ -68,10 +73,7 @@ def test_snapshots_taken_while_the_pipeline_runs_are_kept_per_retention_and_the_
     for nonce in ("s1", "s2", "s3"):
         scene.add_files(2)
         _patch(scene, {"lifecycle": {"retention": 2, "snapshot": {"nonce": nonce}}})
-        scene.until(
-            f"snapshot {nonce} listed in status",
-            lambda n=nonce: n in [s["nonce"] for s in _lifecycle(scene).get("snapshots", [])],
-        )
+        scene.until(f"snapshot {nonce} listed in status", partial(_listed, scene, nonce))
     scene.add_files(2)
     scene.until("all records delivered", scene.all_delivered)
     _exact(scene)
