@@ -245,3 +245,32 @@ def test_a_snapshot_and_a_start_over_asked_together_copy_first_then_start_over(
     assert _snapshots(tmp_path) == ["snapshot-s", "start-over-n"]
     snap = tmp_path / "ckpt" / lifecycle.SNAPSHOTS / "snapshot-s" / "metadata"
     assert json.loads(snap.read_text())["id"] == QUERY
+
+
+def test_an_automatic_snapshot_is_taken_once_per_spec_and_job_image(
+    control: ControlDatabase, tmp_path: Path
+) -> None:
+    _spark_checkpoint(tmp_path)
+    _decide(control, 2)
+
+    def start(epoch: int, image: str = "eo-job:1", interval: int = 10, **more: Any) -> list[str]:
+        doc = document(
+            source={
+                "files": {"path": str(tmp_path / "in"), "format": "json", "schema": "id BIGINT"}
+            },
+            checkpoint={"location": str(tmp_path / "ckpt"), "triggerIntervalSeconds": interval},
+            lifecycle={"snapshotOnSpecChange": True, "retention": 10, **more},
+        )
+        return list(
+            lifecycle.run(parse_pipeline(doc), epoch, control, _checkpoint(tmp_path), image)
+        )
+
+    (first,) = start(3)
+    assert first.startswith("snapshot snapshot-auto-")
+    assert start(4) == []  # a restart of the same spec and image
+    # A nonce edit is no new spec: only the snapshot it asks for.
+    assert start(5, snapshot={"nonce": "x"}) == ["snapshot snapshot-x"]
+    (edited,) = start(6, interval=20)
+    (upgraded,) = start(7, image="eo-job:2", interval=20)
+    assert len({first, edited, upgraded}) == 3
+    assert start(8) == []  # reverted to a spec already snapshotted

@@ -71,3 +71,11 @@ def test_a_kafka_start_over_from_latest_or_accepting_rereads_is_accepted(
 def test_a_files_start_over_is_checked_by_the_driver_not_the_spec() -> None:
     # Whether the old files are still there is only known where the files are.
     assert parse_pipeline(_doc(lifecycle={"startOver": {"nonce": "n1"}})).spec.lifecycle
+
+
+def test_automatic_snapshots_are_off_unless_asked_for() -> None:
+    doc = _doc(lifecycle={"snapshotOnSpecChange": True})
+    lifecycle = parse_pipeline(doc).spec.lifecycle
+    assert lifecycle is not None and lifecycle.snapshot_on_spec_change
+    default = parse_pipeline(_doc(lifecycle={})).spec.lifecycle
+    assert default is not None and not default.snapshot_on_spec_change

@@ -20,6 +20,7 @@ Spark's files with ``eo-snapshot.json`` (the decision log's position when it was
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -205,11 +206,31 @@ def prune(
     return [record.name for record in gone]
 
 
+NOT_DIGESTED = frozenset({"lifecycle", "suspend", "alerts", "restart_policy", "audit"})
+"""Spec fields an automatic snapshot's digest leaves out: the lifecycle itself (a nonce edit is
+no new spec to guard against) and what only the operator reads."""
+
+
+def spec_digest(pipeline: Pipeline, image: str) -> str:
+    """12 hex characters naming what this driver runs: the spec fields it reads, defaults left
+    out (as the operator's spec hash), and its job image."""
+    spec = pipeline.spec.model_dump(
+        mode="json", by_alias=True, exclude_defaults=True, exclude=set(NOT_DIGESTED)
+    )
+    text = json.dumps({"spec": spec, "image": image}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def run(
-    pipeline: Pipeline, epoch: int, control: ControlDatabase, checkpoint: Checkpoint
+    pipeline: Pipeline,
+    epoch: int,
+    control: ControlDatabase,
+    checkpoint: Checkpoint,
+    image: str = "",
 ) -> Sequence[str]:
-    """Do what ``spec.lifecycle`` asks that is not recorded yet: the snapshot first (of the
-    checkpoint as it is), then the start-over; then retention (also when nothing was done: a
+    """Do what ``spec.lifecycle`` asks that is not recorded yet: the snapshots first (of the
+    checkpoint as it is: the one a nonce asks for, the automatic one of a spec or ``image``
+    not snapshotted yet), then the start-over; then retention (also when nothing was done: a
     lowered ``retention`` applies at the next start). Returns what was done, for
     the log. Raises ``LifecycleRefusedError`` for a start-over that would duplicate."""
     lifecycle = pipeline.spec.lifecycle
@@ -217,10 +238,14 @@ def run(
         return []
     done_before = {(r.kind, r.nonce) for r in control.lifecycle_records(pipeline.key)}
     done: list[str] = []
-    snapshot = lifecycle.snapshot
-    if snapshot is not None and (SNAPSHOT, snapshot.nonce) not in done_before:
-        record = take_snapshot(pipeline, epoch, control, checkpoint, snapshot.nonce)
-        logs.event("snapshot", nonce=snapshot.nonce, folder=record.name, **record.detail)
+    nonces = [] if lifecycle.snapshot is None else [lifecycle.snapshot.nonce]
+    if lifecycle.snapshot_on_spec_change:
+        nonces.append(f"auto-{spec_digest(pipeline, image)}")
+    for nonce in nonces:
+        if (SNAPSHOT, nonce) in done_before:
+            continue
+        record = take_snapshot(pipeline, epoch, control, checkpoint, nonce)
+        logs.event("snapshot", nonce=nonce, folder=record.name, **record.detail)
         done.append(f"snapshot {record.name}")
     again = lifecycle.start_over
     if again is not None and (START_OVER, again.nonce) not in done_before:

@@ -59,6 +59,8 @@ log = logging.getLogger("eo.run")
 
 SPEC_ENV = "EO_PIPELINE_SPEC"
 SINK_WAIT_ENV = "EO_SINK_WAIT_SECONDS"
+IMAGE_ENV = "EO_JOB_IMAGE"
+"""The job image the operator launched the driver with (an automatic snapshot's digest)."""
 
 
 class StartupError(RuntimeError):
@@ -293,7 +295,7 @@ def run_lifecycle(
         location, store_for(location, spark), lambda path: store_for(path, spark)
     )
     try:
-        lifecycle.run(pipeline, epoch, bound.control, folder)
+        lifecycle.run(pipeline, epoch, bound.control, folder, os.environ.get(IMAGE_ENV, ""))
     except LifecycleRefusedError as exc:
         bound.close()
         raise StartupError(str(exc), EXIT_LIFECYCLE_REFUSED) from exc

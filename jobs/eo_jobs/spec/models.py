@@ -948,9 +948,14 @@ class Lifecycle(Model):
     """A snapshot of the checkpoint and the decision log's position, taken at a restart."""
     start_over: StartOver | None = None
     """Start over with a new query (the old checkpoint is kept as a snapshot)."""
+    snapshot_on_spec_change: bool = False
+    """true: the driver also takes a snapshot, snapshot-auto-<digest>, whenever it starts with a
+    spec (the fields it reads, lifecycle left out) or a job image it has not taken one for: the
+    checkpoint as the previous spec left it, before the new one runs a batch. A spec reverted
+    to one already snapshotted takes none."""
     retention: Annotated[int, Field(ge=1, le=50)] = 3
-    """Snapshots kept (start-over ones included): the newest; older ones are deleted, folder and
-    record, when a new one is taken."""
+    """Snapshot folders kept (start-over and automatic ones included): the newest; older ones
+    are deleted when the driver starts (their records stay, so their nonces stay used)."""
 
 
 class PipelineSpec(Model):
