@@ -18,6 +18,7 @@ import pymysql
 from eo_jobs.protocol.errors import (
     EXIT_CHECKPOINT_RESET,
     EXIT_FENCED,
+    EXIT_LIFECYCLE_REFUSED,
     EXIT_SINK_CONTRACT,
     CheckpointMismatchError,
     CheckpointResetError,
@@ -54,6 +55,7 @@ EXIT_CODES = f"""exit codes:
   {EXIT_CHECKPOINT_RESET:<3} the checkpoint does not match the decision log
   {EXIT_SINK_CONTRACT:<3} a sink cannot honour the exactly-once contract
   {EXIT_AUDIT_VIOLATION:<3} the audit found a violation, or a saved report no longer matches
+  {EXIT_LIFECYCLE_REFUSED:<3} a lifecycle action of the spec refused (a start-over would duplicate)
   {EXIT_INTERRUPTED:<3} interrupted (Ctrl-C)
 Add --debug to any command to see the traceback behind a one-line error.
 """

@@ -15,6 +15,10 @@ pipeline's interval (``spec.audit.intervalSeconds``, else the chart's
 * the position in the control database (``eo.audited``), so the driver's marker pruning keeps
   what the audit has not read yet (``eo_jobs.protocol.retention``).
 
+A query a recorded start-over forgot (``spec.lifecycle.startOver``) leaves the position, and
+what the pass finds of it (its decisions gone, its markers orphaned) is no violation: it was
+deleted on purpose, in the transaction that recorded the start-over.
+
 A pass reports a violation once and moves on; the condition latches it until a person
 acknowledges it with the annotation ``eo.dev/audit-acknowledged`` set to a time after the
 violation was found. Status is written before the control database, so a pass whose status write
@@ -26,12 +30,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from eo_jobs.audit import AuditResult, Position, Status, audit
 from eo_jobs.audit.targets import target_for
 from eo_jobs.protocol.control_api import ControlDatabase
+from eo_jobs.protocol.gid import query_token
 from eo_jobs.spec.models import Pipeline
 from eo_operator.audit_metrics import AuditMetrics
 from eo_operator.kube import Kube
@@ -86,9 +92,19 @@ class ContinuousAudit:
             append_only=settings.append_only,
             batch_columns=settings.batch_columns,
         )
-        result = audit(
-            target, _position(saved.get("position")), max_batches=settings.max_batches_per_pass
+        lifecycle = pipeline.spec.lifecycle is not None or bool(status.get("lifecycle"))
+        forgotten = _forgotten(control, pipeline.key) if lifecycle else frozenset()
+        start = _position(saved.get("position"))
+        start = replace(
+            start, batches={t: b for t, b in start.batches.items() if t not in forgotten}
         )
+        result = audit(target, start, max_batches=settings.max_batches_per_pass)
+        if lifecycle and result.violations:
+            # Read after the pass: a start-over that forgot a query while it ran is seen (its
+            # record commits with the delete of the decisions).
+            forgotten = _forgotten(control, pipeline.key)
+            kept = tuple(v for v in result.violations if v.query not in forgotten)
+            result = replace(result, violations=kept)
         self._publish(obj, pipeline, saved, result, now, interval)
         if result.end.batches:
             control.record_audited(pipeline.key, result.end.batches)
@@ -169,6 +185,20 @@ class ContinuousAudit:
         control.forget_audited(pipeline.key)
         self.kube.patch_status(obj, {"audit": None, "conditions": kept})
         self.metrics.forget(pipeline.metadata.namespace, pipeline.metadata.name)
+
+
+def _forgotten(control: ControlDatabase, pipeline: str) -> frozenset[str]:
+    """Query ids, and their gid tokens, that a recorded start-over forgot on purpose
+    (``spec.lifecycle.startOver``): their decisions are gone and their markers orphaned by
+    design, which the audit would otherwise report as violations of the decision log and
+    orphan markers."""
+    ids = {
+        str(query)
+        for record in control.lifecycle_records(pipeline)
+        if record.kind == "start-over"
+        for query in record.detail.get("forgottenQueries") or []
+    }
+    return frozenset(ids | {query_token(query) for query in ids})
 
 
 def _replacing(kept: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,8 @@ edge of the state machine is a unit test. The rules, in the order they are check
 |  | (its endpoint answered the operator) | (the restart could not recover) |
 | 8 | driver Pending/Running | Starting/Running |
 |  | driver exited while Stopping (being deleted) | wait for it to go: not a crash |
-| 9 | driver exited 76 / 77 | Failed (CheckpointReset / SinkContract) |
+| 9 | driver exited 76 / 77 / 79 | Failed (CheckpointReset / SinkContract / |
+|  |  | StartOverRefused) |
 | 10 | driver exited 75 (fenced) | delete it; relaunch above the fence, not a crash |
 | 11 | driver exited otherwise, or vanished while running | count a restart; Failed past max; |
 |  |  | else Backoff, then recover + relaunch |
@@ -80,7 +81,12 @@ import random
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
+from eo_jobs.protocol.errors import (
+    EXIT_CHECKPOINT_RESET,
+    EXIT_FENCED,
+    EXIT_LIFECYCLE_REFUSED,
+    EXIT_SINK_CONTRACT,
+)
 from eo_jobs.spec.models import PipelineSpec
 
 STUCK_TERMINATING_GRACE = timedelta(seconds=30)
@@ -101,6 +107,16 @@ HISTORY_MESSAGE_MAX = 200
 FOREIGN_FENCE_OWNER = "ForeignFenceOwner"
 """The blocker reason of a sink fence another writer owns: a wait for a hand-over (phase
 Waiting), never a failure."""
+
+
+START_OVER_REFUSED = "StartOverRefused"
+"""Reason of a driver that refused spec.lifecycle.startOver (exit 79)."""
+PERMANENT = {
+    EXIT_CHECKPOINT_RESET: "CheckpointReset",
+    EXIT_SINK_CONTRACT: "SinkContract",
+    EXIT_LIFECYCLE_REFUSED: START_OVER_REFUSED,
+}
+"""Exit codes a restart cannot fix (rule 9), with their reason: Failed until the spec is edited."""
 
 
 class Phase(enum.StrEnum):
@@ -1180,8 +1196,8 @@ def _after_exit(obs: Observation, spec: PipelineSpec, pod: DriverPod, rng: rando
     said = f"driver {pod.name} exited with code {code} ({failure.reason})" + (
         f": {line}" if line else ""
     )
-    if code in (EXIT_CHECKPOINT_RESET, EXIT_SINK_CONTRACT):  # 9.
-        reason = "CheckpointReset" if code == EXIT_CHECKPOINT_RESET else "SinkContract"
+    if code in PERMANENT:  # 9.
+        reason = PERMANENT[code]
         message = f"{said}; {reason}: fix the cause and change the spec (any edit) to retry"
         return Plan(
             replace(

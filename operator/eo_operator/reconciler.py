@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
@@ -19,11 +20,13 @@ from typing import Any, NoReturn
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from eo_jobs.protocol.control_api import LifecycleRecord
 from eo_jobs.protocol.errors import EXIT_FENCED, FenceRegressionError
 from eo_jobs.spec import SpecError, parse_pipeline
 from eo_jobs.spec.checks import credential_refs, executor_input_problem
 from eo_jobs.spec.models import Pipeline
 from eo_jobs.spec.pod_template import ASSIGNED_UID_ENV
+from eo_operator import lifecycle
 from eo_operator.auditing import ContinuousAudit
 from eo_operator.blockers import FENCE, SINK, classify, safe_message
 from eo_operator.deletion import clean_up_sinks
@@ -35,6 +38,7 @@ from eo_operator.metrics import PipelineHealth, PipelineMetrics, PipelinePass
 from eo_operator.planner import (
     HUNG,
     NODE_LOST_GRACE_SECONDS,
+    START_OVER_REFUSED,
     Action,
     Blocked,
     DriverPod,
@@ -781,6 +785,11 @@ class Reconciler:
             fresh = self._tallies.setdefault(key, BatchTally()).read(
                 sinks.bound.control, sinks.bound.pipeline
             )
+            records = (
+                sinks.bound.control.lifecycle_records(sinks.bound.pipeline)
+                if pipeline.spec.lifecycle is not None or (obj.get("status") or {}).get("lifecycle")
+                else []
+            )
         except Exception as exc:
             self.kube.patch_status(
                 obj,
@@ -801,7 +810,7 @@ class Reconciler:
             self._commits[key] = health.last_commit_time
         if health.last_epoch is not None:
             self._decided[key] = health.last_epoch
-        obj = self._publish(obj, pipeline, memory, driver, health, fresh)
+        obj = self._publish(obj, pipeline, memory, driver, health, fresh, records)
         try:
             self.audits.run(obj, pipeline, sinks.bound.dsns, sinks.bound.control)
         except Conflict:
@@ -819,6 +828,7 @@ class Reconciler:
         driver: DriverPod | None,
         health: Health,
         fresh: Fresh,
+        records: Sequence[LifecycleRecord] = (),
     ) -> dict[str, Any]:
         """Status and metrics of one health pass; returns the object as written."""
         key = (pipeline.metadata.namespace, pipeline.metadata.name)
@@ -851,9 +861,22 @@ class Reconciler:
             "NoRecentCommit" if stalled else "Committing",
             "no batch decided recently" if stalled else "batches are being decided",
         )
+        shown = lifecycle.view(
+            spec,
+            records,
+            current,
+            memory.message if memory.reason == START_OVER_REFUSED else None,
+        )
+        if shown.status is not None:
+            status["lifecycle"] = shown.status
+        if shown.condition is not None:
+            conds = conditions({"conditions": conds}, lifecycle.CONDITION, *shown.condition)
         status["conditions"] = conds
         if not _unchanged(obj, status):
             obj = self.kube.patch_status(obj, status) or obj
+        for reason, message in shown.events:
+            self.kube.event(obj, reason, message)
+            log.info("%s: %s", pipeline.key, message)
         tally = self._tallies[key]
         self.metrics.observe_health(
             *key,

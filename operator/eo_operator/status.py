@@ -14,6 +14,7 @@ from eo_operator.blockers import DRIVER, FENCE, REASONS, SINK
 from eo_operator.planner import (
     HISTORY_MAX,
     NODE_DISRUPTION,
+    START_OVER_REFUSED,
     Blocked,
     Failure,
     Memory,
@@ -200,6 +201,21 @@ def _without_none(fields: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if value is not None}
 
 
+def _refusals(conds: dict[str, Any], memory: Memory, ready: bool) -> list[dict[str, Any]]:
+    """The SinkContract condition, and Lifecycle=False for a refused start-over: set with the
+    plan's reason, at once (a Failed pipeline's health passes, which set Lifecycle otherwise,
+    are minutes apart)."""
+    if memory.reason == "SinkContract":
+        return conditions(conds, "SinkContract", False, "SinkContract", memory.message)
+    if memory.reason == START_OVER_REFUSED:
+        return conditions(conds, "Lifecycle", False, START_OVER_REFUSED, memory.message)
+    if ready and any(c.get("type") == "SinkContract" for c in conds["conditions"]):
+        return conditions(
+            conds, "SinkContract", True, "Satisfied", "the driver checked the sink contract"
+        )
+    return list(conds["conditions"])
+
+
 def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> dict[str, Any]:
     """The status patch recorded before acting on a plan."""
     status: dict[str, Any] = {
@@ -302,14 +318,7 @@ def status_from(memory: Memory, obs: Observation, current: dict[str, Any]) -> di
         memory.reason or memory.phase.value,
         memory.message or memory.phase.value,
     )
-    if memory.reason == "SinkContract":
-        conds["conditions"] = conditions(
-            conds, "SinkContract", False, "SinkContract", memory.message
-        )
-    elif ready and any(c.get("type") == "SinkContract" for c in conds["conditions"]):
-        conds["conditions"] = conditions(
-            conds, "SinkContract", True, "Satisfied", "the driver checked the sink contract"
-        )
+    conds["conditions"] = _refusals(conds, memory, ready)
     if memory.reason == NODE_DISRUPTION:
         conds["conditions"] = conditions(
             conds, NODE_DISRUPTION, True, "NodesNotReady", memory.message

@@ -24,7 +24,19 @@ from tests.cluster.podspec import UnsupportedPodError, check_supported, image_en
 from tests.cluster.podvolumes import claim_mounts, mount_prefix
 from tests.cluster.processes import spawn
 
-INHERITED_ENV = ("HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "JAVA_HOME", "EO_CACHE")
+INHERITED_ENV = (
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "TMPDIR",
+    "JAVA_HOME",
+    "EO_CACHE",
+    "PYTHONPATH",
+)
+"""``PYTHONPATH`` too: a test run from a git worktree puts that worktree's code first, and its
+pods (the job image stand-in) must run that code, not the venv's editable install."""
 
 
 @dataclass

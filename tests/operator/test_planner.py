@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from eo_jobs.protocol.errors import EXIT_CHECKPOINT_RESET, EXIT_FENCED, EXIT_SINK_CONTRACT
+from eo_jobs.protocol.errors import (
+    EXIT_CHECKPOINT_RESET,
+    EXIT_FENCED,
+    EXIT_LIFECYCLE_REFUSED,
+    EXIT_SINK_CONTRACT,
+)
 from eo_jobs.spec import parse_pipeline
 from eo_jobs.spec.models import PipelineSpec
 from eo_operator.planner import (
@@ -185,7 +190,11 @@ def test_a_fenced_exit_relaunches_above_the_fence_without_counting_a_crash() -> 
 
 @pytest.mark.parametrize(
     ("code", "reason"),
-    [(EXIT_CHECKPOINT_RESET, "CheckpointReset"), (EXIT_SINK_CONTRACT, "SinkContract")],
+    [
+        (EXIT_CHECKPOINT_RESET, "CheckpointReset"),
+        (EXIT_SINK_CONTRACT, "SinkContract"),
+        (EXIT_LIFECYCLE_REFUSED, "StartOverRefused"),
+    ],
 )
 def test_permanent_driver_errors_fail_without_a_restart_storm(code: int, reason: str) -> None:
     result = plan(

@@ -197,8 +197,10 @@ def test_a_default_written_out_hashes_as_when_it_is_left_out() -> None:
         {"checkpoint": {**DOC["spec"]["checkpoint"], "triggerIntervalSeconds": 30}},
         {"driver": {**DOC["spec"]["driver"], "podTemplate": {"spec": {}}}},
         {"restartNonce": 1},
+        {"lifecycle": {"snapshot": {"nonce": "before-upgrade"}}},
+        {"lifecycle": {"startOver": {"nonce": "new-input", "allowReread": True}}},
     ],
-    ids=lambda edit: next(iter(edit)),
+    ids=lambda edit: next(iter(edit)) + str(next(iter(edit.values())))[:30],
 )
 def test_an_edit_of_what_the_driver_reads_restarts_it(edit: dict[str, Any]) -> None:
     assert _hash(_pipeline(**edit)) != _hash(_pipeline())
@@ -207,6 +209,12 @@ def test_an_edit_of_what_the_driver_reads_restarts_it(edit: dict[str, Any]) -> N
 def test_a_restart_nonce_changed_back_to_its_default_still_restarts() -> None:
     # restartNonce exists to force a restart: 1 -> 0 is a change like 0 -> 1.
     assert _hash(_pipeline(restartNonce=1)) != _hash(_pipeline(restartNonce=0))
+
+
+def test_a_new_lifecycle_nonce_restarts_the_driver_that_does_the_action() -> None:
+    # The driver takes the snapshot at its start: a new nonce must restart it.
+    before = _pipeline(lifecycle={"snapshot": {"nonce": "a"}})
+    assert _hash(_pipeline(lifecycle={"snapshot": {"nonce": "b"}})) != _hash(before)
 
 
 def test_a_new_operator_job_image_restarts_drivers_that_do_not_pin_one() -> None:

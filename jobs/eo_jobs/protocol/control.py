@@ -32,6 +32,7 @@ from eo_jobs.protocol.control_api import (
     Fence,
     FenceChange,
     Key,
+    LifecycleRecord,
     ParticipantDatabase,
     Sums,
     Timing,
@@ -603,6 +604,24 @@ class ControlStore(LazyConnection, ControlDatabase):
             )
         )
         return cur.rowcount
+
+    def lifecycle_records(self, pipeline: str) -> list[LifecycleRecord]:
+        """``lifecycle_log.records`` on this database."""
+        from eo_jobs.protocol import lifecycle_log
+
+        return self.run(lambda conn: lifecycle_log.records(conn, pipeline))
+
+    def record_lifecycle(self, record: LifecycleRecord, forget: Sequence[str] = ()) -> int | None:
+        """``lifecycle_log.record_once`` on this database (one transaction: safe to retry)."""
+        from eo_jobs.protocol import lifecycle_log
+
+        return self.run(lambda conn: lifecycle_log.record_once(conn, record, forget))
+
+    def prune_lifecycle(self, pipeline: str, kind: str, nonce: str) -> None:
+        """``lifecycle_log.prune`` on this database."""
+        from eo_jobs.protocol import lifecycle_log
+
+        self.run(lambda conn: lifecycle_log.prune(conn, pipeline, kind, nonce))
 
     def record_failure(
         self,

@@ -92,6 +92,31 @@ class Timing:
     commit_ms: float | None
 
 
+@dataclass(frozen=True)
+class LifecycleRecord:
+    """A lifecycle action a driver did (``runtime.lifecycle``), as the control database keeps
+    it: the record of its nonce (one action per nonce), and what the operator lists in status.
+
+    Kept after retention deletes its snapshot folder (``pruned_at`` set): a start-over's
+    record is what keeps its nonce from starting the pipeline over a second time.
+    """
+
+    pipeline: str
+    kind: str
+    """``snapshot`` or ``start-over``."""
+    nonce: str
+    name: str
+    """The snapshot folder under ``<checkpoint>/eo-snapshots``."""
+    epoch: int
+    """The epoch of the driver that did it."""
+    detail: Mapping[str, Any]
+    """The decision log's position it saw (``queryId``, ``lastDecidedBatch``,
+    ``lastDecidedEpoch``, ``lastCommittedBatch``); for a start-over also ``forgottenQueries``
+    and ``forgottenDecisions``."""
+    taken_at: datetime | None = None
+    pruned_at: datetime | None = None
+
+
 class ControlDatabase(ABC):
     """Fence, decision log, failures, audit positions and participant registry of a pipeline.
 
@@ -185,6 +210,24 @@ class ControlDatabase(ABC):
     @abstractmethod
     def forget_query(self, pipeline: str, query_id: str) -> int:
         """Delete a query's decisions; how many."""
+
+    # -- lifecycle (``runtime.lifecycle``) ----------------------------------------------------
+
+    @abstractmethod
+    def lifecycle_records(self, pipeline: str) -> list[LifecycleRecord]:
+        """The pipeline's lifecycle records, oldest first ([] before the first one: the table
+        is created by the first record, so a driver role without lifecycle actions never needs
+        to create it)."""
+
+    @abstractmethod
+    def record_lifecycle(self, record: LifecycleRecord, forget: Sequence[str] = ()) -> int | None:
+        """Record ``record`` and delete the decisions of the queries ``forget``, in one
+        transaction; the decisions deleted, or None when its (kind, nonce) was recorded
+        already (nothing deleted then). Creates the table when missing."""
+
+    @abstractmethod
+    def prune_lifecycle(self, pipeline: str, kind: str, nonce: str) -> None:
+        """Mark a record's snapshot folder deleted (``pruned_at``); the record stays."""
 
     @abstractmethod
     def recent_decisions(self, pipeline: str, limit: int = 50) -> list[Decision]:

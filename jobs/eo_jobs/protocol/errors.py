@@ -8,6 +8,9 @@ EXIT_CHECKPOINT_RESET = 76
 """Exit code of a driver whose checkpoint does not match the decision log."""
 EXIT_SINK_CONTRACT = 77
 """Exit code of a driver whose sink cannot honour the exactly-once contract."""
+EXIT_LIFECYCLE_REFUSED = 79
+"""Exit code of a driver that refused a lifecycle action of its spec (a start-over whose new
+query would read again what the old one wrote): nothing was moved or deleted."""
 
 
 class ProtocolError(RuntimeError):
@@ -39,6 +42,10 @@ class FenceRegressionError(ProtocolError):
 
 class CheckpointResetError(ProtocolError):
     """The Spark checkpoint was replaced or lost while decisions of the pipeline exist."""
+
+
+class LifecycleRefusedError(ProtocolError):
+    """A lifecycle action (spec.lifecycle) would break the sink's exactness: not done."""
 
 
 class CheckpointMismatchError(ProtocolError):

@@ -56,6 +56,7 @@ from eo_jobs.protocol.control_api import (
     Fence,
     FenceChange,
     Key,
+    LifecycleRecord,
     ParticipantDatabase,
     Sums,
     Timing,
@@ -157,6 +158,20 @@ AUDITED_DDL = """CREATE TABLE IF NOT EXISTS `eo_audited` (
     PRIMARY KEY (pipeline, query)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
 """``retention.AUDITED_DDL`` for MySQL (created by the operator when it first records one)."""
+
+
+LIFECYCLE_DDL = """CREATE TABLE IF NOT EXISTS `eo_lifecycle` (
+    pipeline VARCHAR(512) NOT NULL,
+    kind VARCHAR(16) CHARACTER SET ascii NOT NULL CHECK (kind IN ('snapshot', 'start-over')),
+    nonce VARCHAR(64) CHARACTER SET ascii NOT NULL,
+    name VARCHAR(128) NOT NULL,
+    epoch BIGINT NOT NULL,
+    detail LONGTEXT NOT NULL CHECK (json_valid(detail)),
+    taken_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    pruned_at TIMESTAMP(6) NULL DEFAULT NULL,
+    PRIMARY KEY (pipeline, kind, nonce)
+    ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"""
+"""``lifecycle_log.LIFECYCLE_DDL`` for MySQL (created by the first record)."""
 
 
 def fence_lock_name(database: str, pipeline: str) -> str:
@@ -500,6 +515,74 @@ class MySqlControlStore(ControlDatabase):
         return self.execute(
             "DELETE FROM `eo_decisions` WHERE pipeline = %s AND query_id = %s",
             (pipeline, query_id),
+        )
+
+    def lifecycle_records(self, pipeline: str) -> list[LifecycleRecord]:
+        """``ControlDatabase.lifecycle_records`` from ``eo_lifecycle``."""
+        if not self._existing(("eo_lifecycle",)):
+            return []
+        rows = self.query(
+            """SELECT pipeline, kind, nonce, name, epoch, detail, taken_at, pruned_at
+               FROM `eo_lifecycle` WHERE pipeline = %s ORDER BY taken_at, kind, nonce""",
+            (pipeline,),
+        )
+        return [
+            LifecycleRecord(
+                pipeline=str(r[0]),
+                kind=str(r[1]),
+                nonce=str(r[2]),
+                name=str(r[3]),
+                epoch=int(r[4]),
+                detail=dict(json.loads(r[5])),
+                taken_at=_utc(r[6]),
+                pruned_at=_utc(r[7]),
+            )
+            for r in rows
+        ]
+
+    def record_lifecycle(self, record: LifecycleRecord, forget: Sequence[str] = ()) -> int | None:
+        """``ControlDatabase.record_lifecycle``: the insert and the delete in one transaction
+        (the insert first: a duplicate key means recorded already, and nothing is deleted)."""
+        if not self._existing(("eo_lifecycle",)):
+            self.query(LIFECYCLE_DDL)
+        conn = self.connection()
+        with self._transaction(conn) as cur:
+            cur.execute(
+                """SELECT 1 FROM `eo_lifecycle` WHERE pipeline = %s AND kind = %s AND nonce = %s
+                   FOR UPDATE""",
+                (record.pipeline, record.kind, record.nonce),
+            )
+            if cur.fetchall():
+                return None
+            deleted = 0
+            for query_id in forget:
+                deleted += int(
+                    cur.execute(
+                        "DELETE FROM `eo_decisions` WHERE pipeline = %s AND query_id = %s",
+                        (record.pipeline, query_id),
+                    )
+                )
+            detail = {**record.detail, **({"forgottenDecisions": deleted} if forget else {})}
+            cur.execute(
+                """INSERT INTO `eo_lifecycle` (pipeline, kind, nonce, name, epoch, detail)
+                   VALUES (%s, %s, %s, %s, %s, %s)""",
+                (
+                    record.pipeline,
+                    record.kind,
+                    record.nonce,
+                    record.name,
+                    record.epoch,
+                    json.dumps(detail),
+                ),
+            )
+        return deleted
+
+    def prune_lifecycle(self, pipeline: str, kind: str, nonce: str) -> None:
+        """``ControlDatabase.prune_lifecycle`` in ``eo_lifecycle``."""
+        self.execute(
+            """UPDATE `eo_lifecycle` SET pruned_at = CURRENT_TIMESTAMP(6)
+               WHERE pipeline = %s AND kind = %s AND nonce = %s AND pruned_at IS NULL""",
+            (pipeline, kind, nonce),
         )
 
     def recent_decisions(self, pipeline: str, limit: int = 50) -> list[Decision]:

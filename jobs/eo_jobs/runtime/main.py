@@ -29,17 +29,20 @@ from eo_jobs.protocol.coordinator import BatchResult, Coordinator
 from eo_jobs.protocol.errors import (
     EXIT_CHECKPOINT_RESET,
     EXIT_FENCED,
+    EXIT_LIFECYCLE_REFUSED,
     EXIT_SINK_CONTRACT,
     CheckpointMismatchError,
     CheckpointResetError,
     FencedError,
     FenceRegressionError,
+    LifecycleRefusedError,
 )
 from eo_jobs.protocol.registry import ControlMovedError
-from eo_jobs.runtime import checkpoint_fence
+from eo_jobs.runtime import checkpoint_fence, lifecycle
 from eo_jobs.runtime.batch import BatchContext, ForeachBatch
 from eo_jobs.runtime.batch_sums import sum_column_problems
 from eo_jobs.runtime.checkpoint import CheckpointLog
+from eo_jobs.runtime.checkpoint_store import store_for
 from eo_jobs.runtime.commit_log import spark_committed
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.jvm_writer import jvm_ready
@@ -56,6 +59,8 @@ log = logging.getLogger("eo.run")
 
 SPEC_ENV = "EO_PIPELINE_SPEC"
 SINK_WAIT_ENV = "EO_SINK_WAIT_SECONDS"
+IMAGE_ENV = "EO_JOB_IMAGE"
+"""The job image the operator launched the driver with (an automatic snapshot's digest)."""
 
 
 class StartupError(RuntimeError):
@@ -277,6 +282,26 @@ def start_protocol(
     return bound, coordinator
 
 
+def run_lifecycle(
+    pipeline: Pipeline, epoch: int, bound: Bound, spark: Any, checkpoint: CheckpointLog
+) -> CheckpointLog:
+    """``spec.lifecycle``'s actions not done yet (``runtime.lifecycle``), now that the fence is
+    at this driver's epoch and nothing is in doubt; a refused start-over exits 79. Returns the
+    checkpoint to run with: read again after the actions (a start-over's is a new query's)."""
+    location = pipeline.spec.checkpoint.location
+    if pipeline.spec.lifecycle is None:
+        return checkpoint
+    folder = lifecycle.Checkpoint(
+        location, store_for(location, spark), lambda path: store_for(path, spark)
+    )
+    try:
+        lifecycle.run(pipeline, epoch, bound.control, folder, os.environ.get(IMAGE_ENV, ""))
+    except LifecycleRefusedError as exc:
+        bound.close()
+        raise StartupError(str(exc), EXIT_LIFECYCLE_REFUSED) from exc
+    return CheckpointLog.of(location, spark)
+
+
 class Progress:
     """Per-batch log line and metrics (fed from foreachBatch, which knows the timings)."""
 
@@ -366,6 +391,7 @@ def run(pipeline: Pipeline, epoch: int, available_now: bool, metrics_port: int |
     unfenced = checkpoint_fence.arm(spark, spec.checkpoint.location, pipeline.key, epoch)
     if unfenced is not None:
         log.warning("the checkpoint's writes are not fenced by epoch: %s", unfenced)
+    checkpoint = run_lifecycle(pipeline, epoch, bound, spark, checkpoint)
 
     metrics = DriverMetrics(pipeline.key)
     port = spec.driver.metrics_port if metrics_port is None else metrics_port

@@ -901,6 +901,63 @@ class Audit(Model):
     be appendOnly. Simpler: let eo write the batch id (the sink's postgres.auditColumn)."""
 
 
+NONCE_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+"""A lifecycle nonce: it names a folder of the checkpoint (``eo-snapshots/<kind>-<nonce>``)."""
+Nonce = Annotated[str, StringConstraints(pattern=NONCE_PATTERN, min_length=1, max_length=40)]
+
+
+class SnapshotRequest(Model):
+    """Take a snapshot: a copy of the checkpoint and of the decision log's position."""
+
+    nonce: Nonce
+    """Change it to take a snapshot (one per nonce: a nonce already taken is not taken again).
+    The driver is stopped at a batch boundary like for any spec change, the operator raises the
+    fence and resolves the in-doubt transactions, and the next driver, before its query starts,
+    copies the checkpoint to <checkpoint.location>/eo-snapshots/snapshot-<nonce> with
+    eo-snapshot.json (query id, last decided batch and its epoch, last batch Spark committed)
+    and records it in the control database; status.lifecycle.snapshots lists it. Nothing is
+    written to the sinks by it: the sink stays exact through it."""
+
+
+class StartOver(Model):
+    """Start the pipeline over: a new streaming query, with its own decision log."""
+
+    nonce: Nonce
+    """Change it to start over (once per nonce). The driver is stopped at a batch boundary, the
+    operator raises the fence and resolves the in-doubt transactions, and the next driver,
+    before its query starts, moves the checkpoint's Spark files to
+    <checkpoint.location>/eo-snapshots/start-over-<nonce> (kept as a snapshot) and deletes the
+    decisions of every earlier query of the pipeline, in one transaction with the record of
+    the start-over (what `eo forget-query` does by hand). Rows already written stay in the
+    sinks; the new query reads from the source's starting point (a files source: every file
+    in source.files.path; kafka: source.kafka.startingOffsets), so whatever the old query
+    already wrote and the source still holds is written again. That is refused unless
+    allowReread is true: a files source whose folder still holds a file the old query read,
+    unchanged (the modification time Spark logged), stops the driver (exit 79, phase Failed,
+    reason StartOverRefused) before anything moves; a kafka source starting from earliest is
+    refused by the API server."""
+    allow_reread: bool = False
+    """true: start over even when the new query reads again what the old one already wrote
+    (those rows are written a second time: duplicates the user accepts)."""
+
+
+class Lifecycle(Model):
+    """Declared checkpoint actions: snapshots and starting over (docs/runbook.md, Lifecycle)."""
+
+    snapshot: SnapshotRequest | None = None
+    """A snapshot of the checkpoint and the decision log's position, taken at a restart."""
+    start_over: StartOver | None = None
+    """Start over with a new query (the old checkpoint is kept as a snapshot)."""
+    snapshot_on_spec_change: bool = False
+    """true: the driver also takes a snapshot, snapshot-auto-<digest>, whenever it starts with a
+    spec (the fields it reads, lifecycle left out) or a job image it has not taken one for: the
+    checkpoint as the previous spec left it, before the new one runs a batch. A spec reverted
+    to one already snapshotted takes none."""
+    retention: Annotated[int, Field(ge=1, le=50)] = 3
+    """Snapshot folders kept (start-over and automatic ones included): the newest; older ones
+    are deleted when the driver starts (their records stay, so their nonces stay used)."""
+
+
 class PipelineSpec(Model):
     """Desired state of an ExactlyOncePipeline."""
 
@@ -976,6 +1033,18 @@ class PipelineSpec(Model):
                 "spec.sinks[0] first, with the same name and dsn",
                 ".sinks",
             ),
+            (
+                "!has(self.lifecycle) || !has(self.lifecycle.startOver)"
+                " || !has(self.source.kafka)"
+                " || (has(self.source.kafka.startingOffsets)"
+                " && self.source.kafka.startingOffsets == 'latest')"
+                " || (has(self.lifecycle.startOver.allowReread)"
+                " && self.lifecycle.startOver.allowReread)",
+                "lifecycle.startOver with a kafka source starting from earliest reads again every "
+                "record the topics still hold, and writes again what the old query wrote: set "
+                "source.kafka.startingOffsets: latest, or lifecycle.startOver.allowReread: true",
+                ".lifecycle.startOver",
+            ),
             *(
                 (
                     rule,
@@ -1024,6 +1093,8 @@ class PipelineSpec(Model):
     """The operator's continuous audit (interval, cost bound, what it may assume per sink)."""
     suspend: bool = False
     """true stops the driver at a batch boundary and resolves in-doubt transactions."""
+    lifecycle: Lifecycle | None = None
+    """Snapshots of the checkpoint and starting over, each asked for by a new nonce."""
     restart_nonce: Annotated[int, Field(ge=0)] = 0
     """Change it (e.g. increment) to restart the driver on purpose: stopped at a batch
     boundary and relaunched with a new epoch, like any spec change; not counted as a failure."""
@@ -1069,6 +1140,24 @@ class PipelineSpec(Model):
                     f"list {name!r} in audit.appendOnly too (rows per "
                     "batch are counted only in a table eo alone appends to)",
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _start_over_reads_nothing_twice(self) -> PipelineSpec:
+        start = None if self.lifecycle is None else self.lifecycle.start_over
+        kafka = self.source.kafka
+        if (
+            start is not None
+            and kafka is not None
+            and kafka.starting_offsets == "earliest"
+            and not start.allow_reread
+        ):
+            raise FieldError(
+                "lifecycle.startOver",
+                "a start-over with a kafka source starting from earliest reads again every "
+                "record the topics still hold, and writes again what the old query wrote: set "
+                "source.kafka.startingOffsets: latest, or lifecycle.startOver.allowReread: true",
+            )
         return self
 
     @model_validator(mode="after")
@@ -1156,7 +1245,7 @@ class Condition(Model):
     """A Kubernetes-style condition."""
 
     type: str
-    """Ready, Progressing, Stalled, SinkContract, SpecValid or Audited."""
+    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited, RolledBack or Lifecycle."""
     status: Literal["True", "False", "Unknown"]
     """Condition status."""
     reason: str = ""
@@ -1294,6 +1383,56 @@ class AuditStatus(Model):
     """The first violation found and not yet acknowledged."""
 
 
+class SnapshotRecord(Model):
+    """A snapshot kept (``status.lifecycle.snapshots``), as the control database records it."""
+
+    name: str
+    """Its folder under <checkpoint.location>/eo-snapshots: snapshot-<nonce>, or
+    start-over-<nonce> for the checkpoint a start-over set aside."""
+    kind: Literal["snapshot", "start-over"]
+    """What took it."""
+    nonce: str
+    """The nonce that asked for it."""
+    taken_at: str
+    """When the driver took it (RFC 3339)."""
+    epoch: int
+    """The epoch of the driver that took it (the fence was at this epoch, nothing in doubt)."""
+    query_id: str | None = None
+    """The streaming query of the checkpoint copied (none for an empty checkpoint)."""
+    last_decided_batch: int | None = None
+    """The decision log's last batch of that query when it was taken."""
+    last_decided_epoch: int | None = None
+    """The epoch that batch was decided with."""
+    last_committed_batch: int | None = None
+    """The last batch in the copied checkpoint's commit log (Spark's)."""
+
+
+class StartOverRecord(Model):
+    """The last start-over done (``status.lifecycle.startOver``)."""
+
+    nonce: str
+    """The nonce of spec.lifecycle.startOver it answered."""
+    time: str
+    """When the driver did it (RFC 3339)."""
+    epoch: int
+    """The epoch of the driver that did it."""
+    forgotten_queries: list[str] = Field(default_factory=list)
+    """The streaming queries whose decisions it deleted."""
+    forgotten_decisions: int = 0
+    """Decisions deleted."""
+    snapshot: str | None = None
+    """The snapshot holding the checkpoint it set aside (none when the checkpoint was empty)."""
+
+
+class LifecycleStatus(Model):
+    """What the lifecycle actions (spec.lifecycle) did, from the control database."""
+
+    snapshots: list[SnapshotRecord] = Field(default_factory=list)
+    """Snapshots kept, oldest first (at most spec.lifecycle.retention)."""
+    start_over: StartOverRecord | None = None
+    """The last start-over."""
+
+
 class PipelineStatus(Model):
     """Observed state, written by the operator only."""
 
@@ -1368,8 +1507,10 @@ class PipelineStatus(Model):
     """metadata.generation of the spec this status reflects."""
     audit: AuditStatus | None = None
     """The continuous audit's position and last result (spec.audit)."""
+    lifecycle: LifecycleStatus | None = None
+    """Snapshots kept and the last start-over (spec.lifecycle)."""
     conditions: list[Condition] = Field(default_factory=list)
-    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited, RolledBack."""
+    """Ready, Progressing, Stalled, SinkContract, SpecValid, Audited, RolledBack, Lifecycle."""
 
 
 class ObjectMeta(BaseModel):
