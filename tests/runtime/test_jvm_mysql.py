@@ -154,7 +154,7 @@ def test_every_type_lands_value_for_value_as_the_python_writer_stores_it(
     results = _jvm(spark, jvm).run(frame, _task(jvm, two_phase=two_phase), columns)
     expected = _python(frame, _task(python, two_phase=two_phase), columns)
 
-    assert results is not None and [r[2:] for r in results] == [(len(frame.collect()), 0)]
+    assert results is not None and [r[2:] for r in results] == [(frame.count(), 0)]
     assert [r[2:] for r in expected] == [r[2:] for r in results]
     if two_phase:
         assert _sql(mariadb_db, "SELECT count(*) FROM types_jvm") == [(0,)]  # until decided

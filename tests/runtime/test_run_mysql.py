@@ -231,3 +231,34 @@ def test_a_mariadb_upsert_sink_keeps_the_highest_version_per_key_and_refused_row
     assert sorted(json.loads(raw)["order_id"] for raw, _ in letters) == list(refused_ids)
     assert all("4025" in reason for _, reason in letters), letters  # ER_CONSTRAINT_FAILED
     assert total == len(refused_ids) + truth.malformed
+
+
+def test_a_jvm_mysql_task_that_fails_after_prepare_is_retried_and_its_branch_rolled_back(
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+) -> None:
+    """Append through the JVM writer into a MariaDB table with a primary key: the failed
+    attempt's prepared branch would hold its key locks until the retry's lock wait timed out,
+    so the retry passing shows the sweep rolled the branch back by the xid of its gid."""
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE orders (order_id BIGINT NOT NULL PRIMARY KEY, merchant VARCHAR(64), "
+            "amount_cents BIGINT) ENGINE=InnoDB"
+        )
+    conn.close()
+    truth = harness.write_files(
+        tmp_path / "in", files=2, per_file=100, start=1, malformed_every=999
+    )
+    spec = only_mysql_pipeline(tmp_path, mariadb_db)
+    fault = {
+        "MYSQL_DSN": mariadb_db.dsn,
+        "EO_FAULT_POINT": "after-some-prepared",
+        "EO_FAULT_ACTION": "raise",
+        "EO_FAULT_BATCH": "0",
+    }
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == 0, out
+    assert "fault injected at after-some-prepared of batch 0" in out, out
+    assert "failed: rolled-back" in out, out
+    assert writer_events(out) == [("orders", "jvm")], out
+    assert mysql_audit(mariadb_db, truth) == exact(truth)
