@@ -68,9 +68,10 @@ RUN --mount=type=cache,target=/root/.m2 \
     && scripts/fetch-jars.sh \
     && rm -rf "$EO_CACHE"/jars/kafka-broker-* \
     && ls -d "$EO_CACHE"/jars/spark-kafka-*/
-# eo's JVM writer (the Maven module jvm/writer: binary COPY writer tasks), built by Maven with
-# the Eclipse compiler on the build stage's Java runtime, against PySpark's jars and the
-# PostgreSQL JDBC driver fetch-jars.sh resolved.
+# eo's JVM writer (the Maven module jvm/writer: PostgreSQL's binary COPY and MySQL's/MariaDB's
+# XA writer tasks), built by Maven with the Eclipse compiler on the build stage's Java runtime,
+# against PySpark's jars and the JDBC drivers fetch-jars.sh resolved (pgJDBC, MariaDB
+# Connector/J: LGPL-2.1, its unmodified jar ships beside eo-writer.jar; docs/mysql.md).
 COPY scripts/build-writer.sh scripts/
 COPY jvm/ jvm/
 RUN --mount=type=cache,target=/root/.m2 \

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Build eo's JVM writer (the Maven module jvm/writer: binary COPY writer tasks over Spark's
-# internal rows) into eo-writer.jar, with the PostgreSQL JDBC driver it uses beside it, in
+# Build eo's JVM writer (the Maven module jvm/writer: writer tasks over Spark's internal rows,
+# PostgreSQL's by binary COPY, MySQL's/MariaDB's by INSERTs in XA branches) into eo-writer.jar,
+# with the JDBC drivers it uses beside it (pgJDBC, MariaDB Connector/J: the session puts every
+# jar of the folder on Spark's class path), in
 #   $EO_CACHE/jars/eo-writer-<key>/    (key: sources, pom, pinned versions, PySpark; see
 #                                      eo_jobs.runtime.packages.writer_folder)
 # or in OUT when given (the job image, which points $EO_WRITER_JARS at it).
 # Maven compiles it with the Eclipse compiler (ECJ, through maven-compiler-plugin), which runs on
-# a Java runtime: no JDK needed. It compiles against the jars PySpark ships and the pgJDBC jar
-# fetch-jars.sh fetched (passed as -Deo.classpath), so nothing of Spark comes from Maven Central.
+# a Java runtime: no JDK needed. It compiles against the jars PySpark ships and the JDBC driver
+# jars fetch-jars.sh fetched (passed as -Deo.classpath), so nothing of Spark comes from Maven
+# Central. Connector/J is LGPL-2.1: its unmodified jar ships beside eo's (docs/mysql.md).
 # Maven runs offline first (everything in ~/.m2 already), online only when that fails.
 # A stamped folder is not touched again, so a second run does nothing.
-# Usage: scripts/build-writer.sh [OUT]    (after scripts/fetch-jars.sh, which fetches pgJDBC)
+# Usage: scripts/build-writer.sh [OUT]    (after scripts/fetch-jars.sh, which fetches the drivers)
 #        scripts/build-writer.sh --test DIR
 #                                         runs the module's JUnit tests, building in DIR (its
 #                                         surefire-reports/ has the results); builds no jar
@@ -46,12 +49,15 @@ else
 fi
 ecj_version="$(prop ecj.version)"
 pgjdbc_version="$(prop postgresql.jdbc.version)"
-[[ -n "$ecj_version" && -n "$pgjdbc_version" ]] || die "ecj.version or postgresql.jdbc.version" \
-  "missing from $TOOLS/versions.properties"
+mariadb_version="$(prop mariadb.jdbc.version)"
+[[ -n "$ecj_version" && -n "$pgjdbc_version" && -n "$mariadb_version" ]] || die "ecj.version," \
+  "postgresql.jdbc.version or mariadb.jdbc.version missing from $TOOLS/versions.properties"
 pgjdbc="$EO_CACHE/jars/postgresql-jdbc-$pgjdbc_version/postgresql-$pgjdbc_version.jar"
 [[ -f "$pgjdbc" ]] || die "no $pgjdbc: run scripts/fetch-jars.sh first"
+mariadb="$EO_CACHE/jars/mariadb-jdbc-$mariadb_version/mariadb-java-client-$mariadb_version.jar"
+[[ -f "$mariadb" ]] || die "no $mariadb: run scripts/fetch-jars.sh first"
 pyspark_jars="$("$PYTHON" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-classpath="$(find "$pyspark_jars" -maxdepth 1 -name '*.jar' | sort | tr '\n' ':')$pgjdbc"
+classpath="$(find "$pyspark_jars" -maxdepth 1 -name '*.jar' | sort | tr '\n' ':')$pgjdbc:$mariadb"
 
 # mvn GOAL BUILD_DIR: offline first, then online (a fresh ~/.m2 fetches the plugins, ECJ and
 # JUnit once, a few MB).
@@ -86,7 +92,7 @@ say "building jvm/writer into $out"
 maven package "$build" || die "maven failed"
 mv "$build/target/eo-writer.jar" "$build/"
 rm -rf "$build/target" "$build/maven.log"
-cp "$pgjdbc" "$build/"
+cp "$pgjdbc" "$mariadb" "$build/"
 chmod 0755 "$build"
 touch "$build/.complete"
 rm -rf "$out"

@@ -2,9 +2,10 @@
 # Resolve, from Maven Central, the jars that PySpark does not ship:
 #   $EO_CACHE/jars/spark-kafka-<pyspark version>/   Spark's Kafka connector + its own deps
 #   $EO_CACHE/jars/kafka-broker-<kafka version>/    a Kafka broker (KRaft) for the tests
-#   $EO_CACHE/jars/postgresql-jdbc-<version>/       the PostgreSQL JDBC driver (bench baseline)
-#   $EO_CACHE/jars/mariadb-jdbc-<version>/          MariaDB Connector/J (bench baseline, LGPL-2.1:
-#                                                   bench only, never in an image)
+#   $EO_CACHE/jars/postgresql-jdbc-<version>/       the PostgreSQL JDBC driver (the JVM writer's,
+#                                                   and the bench baseline's)
+#   $EO_CACHE/jars/mariadb-jdbc-<version>/          MariaDB Connector/J (the JVM writer's MySQL
+#                                                   tasks', and the bench baseline's; LGPL-2.1)
 #   $EO_CACHE/jars/hadoop-aws-<hadoop version>/     Hadoop's S3A file system (s3a:// checkpoints)
 # Each folder is written whole, then stamped with `.complete`; a stamped folder is not
 # touched again, so a second run does nothing. The connector must match the installed

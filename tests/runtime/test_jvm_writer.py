@@ -22,12 +22,13 @@ from tests.support.spark import own_jvm_session
 
 from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.gid import Gid
-from eo_jobs.runtime import jvm_writer
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
-from eo_jobs.runtime.jvm_writer import JdbcTarget, JvmWriter, jdbc_target, jvm_ready
+from eo_jobs.runtime.jvm_writer import JvmWriter, jvm_ready
 from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
+from eo_jobs.sinks.postgres import jvm as postgres_jvm
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
+from eo_jobs.sinks.postgres.jvm import JdbcTarget, jdbc_target
 from eo_jobs.sinks.postgres.kept import KEPT_MEMORY_BYTES
 from eo_jobs.sinks.postgres.writer import PostgresWriter
 
@@ -646,7 +647,7 @@ def test_a_written_column_dropped_after_the_driver_read_its_type_fails_the_task_
 def test_a_write_that_outlasts_the_socket_timeout_still_lands(
     spark: SparkSession, pg_dsn: str, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
-    monkeypatch.setattr(jvm_writer, "SOCKET_TIMEOUT_SECONDS", 2)
+    monkeypatch.setattr(postgres_jvm, "SOCKET_TIMEOUT_SECONDS", 2)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE public.slow (id bigint PRIMARY KEY)")
         conn.execute(

@@ -85,16 +85,28 @@ def exact(truth: harness.Truth) -> dict[str, int]:
     }
 
 
+def writer_events(out: str) -> list[tuple[str, str]]:
+    """The driver's ``writer`` events: (sink, path)."""
+    events = [
+        json.loads(line) for line in out.splitlines() if line.startswith('{"event": "writer"')
+    ]
+    return [(e["sink"], e["path"]) for e in events]
+
+
+@pytest.mark.parametrize("writer", ["jvm", "python"])
 def test_a_mariadb_sink_is_exact_through_kills_inside_the_tasks_and_after_the_decision(
-    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase, writer: str
 ) -> None:
+    """The writer tasks' branches are the JVM's (``dev.eo.writer.mysql``) or, with
+    ``EO_WRITER=python``, Python's: either way a SIGKILL right after the first task's
+    ``XA PREPARE`` and another after the decision leave the table exact."""
     conn = mariadb_db.connect()
     with conn.cursor() as cur:
         cur.execute(MYSQL_DDL)
     conn.close()
     truth = harness.write_files(tmp_path / "in", files=6, per_file=60)
     spec = only_mysql_pipeline(tmp_path, mariadb_db)
-    env = {"MYSQL_DSN": mariadb_db.dsn}
+    env = {"MYSQL_DSN": mariadb_db.dsn, **({"EO_WRITER": "python"} if writer == "python" else {})}
     runs = [
         {"EO_FAULT_POINT": "after-some-prepared", "EO_FAULT_BATCH": "1"},
         {"EO_FAULT_POINT": "after-decision", "EO_FAULT_BATCH": "2"},
@@ -106,8 +118,10 @@ def test_a_mariadb_sink_is_exact_through_kills_inside_the_tasks_and_after_the_de
         outputs.append(out)
     code, out = harness.run(spec, len(runs) + 1, pg_dsn, extra_env=env)
     assert code == 0, out
-    # The JVM writer writes PostgreSQL only: the sink's tasks are Python's, chosen once.
-    assert '"path": "python"' in outputs[0], outputs[0]
+    # The sink's tasks are the chosen writer's, chosen once per driver that writes (the last
+    # one only replays batch 2, decided before the second kill).
+    for found in outputs:
+        assert writer_events(found) == [("orders", writer)], found
     # The batch decided before the second kill is committed by the third driver's recovery.
     assert '"event": "recovered"' in out and '"batch": 2, "decided_by_epoch": 2' in out, out
     assert mysql_audit(mariadb_db, truth) == exact(truth)
@@ -218,3 +232,34 @@ def test_a_mariadb_upsert_sink_keeps_the_highest_version_per_key_and_refused_row
     assert sorted(json.loads(raw)["order_id"] for raw, _ in letters) == list(refused_ids)
     assert all("4025" in reason for _, reason in letters), letters  # ER_CONSTRAINT_FAILED
     assert total == len(refused_ids) + truth.malformed
+
+
+def test_a_jvm_mysql_task_that_fails_after_prepare_is_retried_and_its_branch_rolled_back(
+    tmp_path: Path, pg_dsn: str, mariadb_db: MariaDbDatabase
+) -> None:
+    """Append through the JVM writer into a MariaDB table with a primary key: the failed
+    attempt's prepared branch would hold its key locks until the retry's lock wait timed out,
+    so the retry passing shows the sweep rolled the branch back by the xid of its gid."""
+    conn = mariadb_db.connect()
+    with conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE orders (order_id BIGINT NOT NULL PRIMARY KEY, merchant VARCHAR(64), "
+            "amount_cents BIGINT) ENGINE=InnoDB"
+        )
+    conn.close()
+    truth = harness.write_files(
+        tmp_path / "in", files=2, per_file=100, start=1, malformed_every=999
+    )
+    spec = only_mysql_pipeline(tmp_path, mariadb_db)
+    fault = {
+        "MYSQL_DSN": mariadb_db.dsn,
+        "EO_FAULT_POINT": "after-some-prepared",
+        "EO_FAULT_ACTION": "raise",
+        "EO_FAULT_BATCH": "0",
+    }
+    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
+    assert code == 0, out
+    assert "fault injected at after-some-prepared of batch 0" in out, out
+    assert "failed: rolled-back" in out, out
+    assert writer_events(out) == [("orders", "jvm")], out
+    assert mysql_audit(mariadb_db, truth) == exact(truth)

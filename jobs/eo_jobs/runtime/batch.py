@@ -32,7 +32,7 @@ from eo_jobs.runtime.batch_sums import batch_sums
 from eo_jobs.runtime.checkpoint import CheckpointLog
 from eo_jobs.runtime.failed_attempts import FailedAttempts
 from eo_jobs.runtime.isolation import ROW_ID, TransformIsolation, is_data_error
-from eo_jobs.runtime.jvm_writer import JvmWriter
+from eo_jobs.runtime.jvm_writer import JvmWriter, jvm_has_class
 from eo_jobs.runtime.one_pass import OnePass
 from eo_jobs.runtime.phase_two import PhaseTwo
 from eo_jobs.runtime.poison import split_unstorable
@@ -379,7 +379,7 @@ class ForeachBatch:
             else ctx.failed_attempts.watching(task)
         )
         with watching:
-            jvm = self._jvm_writer(sink, writer)
+            jvm = self._jvm_writer(sink, writer, frame)
             if jvm is not None:
                 results = jvm.run(frame, task, wanted)
                 if results is not None:
@@ -391,10 +391,13 @@ class ForeachBatch:
                 job = self._jobs[template] = ArrowWriteJob(arrow_task_writer(template))
             return job.run(frame, wanted, batch_id)
 
-    def _jvm_writer(self, sink: str, writer: TableWriter) -> JvmWriter | None:
+    def _jvm_writer(self, sink: str, writer: TableWriter, frame: DataFrame) -> JvmWriter | None:
         """The sink's JVM writer, chosen at its first batch (event ``writer``), or None."""
         if sink not in self._jvm:
-            chosen = JvmWriter.choose(writer, self.ctx.jvm_ready)
+            session = frame.sparkSession
+            chosen = JvmWriter.choose(
+                writer, self.ctx.jvm_ready, lambda name: jvm_has_class(session, name)
+            )
             if isinstance(chosen, str):
                 logs.event("writer", sink=sink, path="python", reason=chosen)
                 self._jvm[sink] = None

@@ -16,6 +16,7 @@ from eo_jobs.sinks.mysql.kind import MySqlKind
 from eo_jobs.sinks.postgres.kind import PostgresKind
 
 if TYPE_CHECKING:
+    from eo_jobs.sinks.jvm import JvmSink
     from eo_jobs.sinks.table_writer import TableWriter, TaskWrite
     from eo_jobs.spec.models import TableSink
 
@@ -58,6 +59,11 @@ class SinkKind(Protocol):
     def run_task(self, task: TaskWrite, batches: Iterable[Any], gid: str) -> tuple[int, int]:
         """One writer task's transaction from Arrow record batches: ``(rows, dead letters)``,
         prepared under ``gid`` when ``task.two_phase``, else committed."""
+        ...
+
+    def jvm_sink(self, writer: TableWriter) -> JvmSink | str:
+        """The sink's part of eo's JVM writer (``sinks.jvm``), or why ``writer``'s tasks
+        stay on the Python path."""
         ...
 
 

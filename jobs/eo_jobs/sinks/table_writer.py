@@ -65,3 +65,7 @@ class TaskWrite(Protocol):
     def refused_letters(self) -> TableWriter | None:
         """The writer of records the table refuses; None: they fail the task."""
         ...
+
+    def gid(self, partition: int, attempt_id: int) -> str:
+        """The gid of the attempt ``attempt_id`` of writer task ``partition``."""
+        ...

@@ -46,6 +46,17 @@ DEAD_LETTER_DDL = (
 )
 """The dead-letter table, made by eo when it does not exist (``{}``: the quoted name)."""
 INSERT_SQL = "INSERT INTO {} (pipeline, batch_id, raw, reason) VALUES (%s, %s, %s, %s)"
+EXISTS_SQL = (
+    "SELECT 1 FROM information_schema.TABLES "
+    "WHERE TABLE_SCHEMA = COALESCE(NULLIF(%s, ''), DATABASE()) AND TABLE_NAME = %s"
+)
+"""Finds the dead-letter table; parameters: its database ('' for the connection's) and name."""
+
+
+def table_parts(table: str) -> tuple[str, str]:
+    """``(database, name)`` of ``name`` or ``database.name`` (database '' when not given)."""
+    schema, dot, name = table.partition(".")
+    return (schema, name) if dot else ("", table)
 
 
 def ensure_dead_letter_table(conn: pymysql.Connection[Any], table: str) -> None:
@@ -54,15 +65,8 @@ def ensure_dead_letter_table(conn: pymysql.Connection[Any], table: str) -> None:
     Runs before ``XA START`` on an autocommit connection (see the module); inside a
     branch or a transaction the server would refuse or implicitly commit the DDL.
     """
-    schema, dot, name = table.partition(".")
-    if not dot:
-        schema, name = "", table
     with conn.cursor() as cur:
-        cur.execute(
-            "SELECT 1 FROM information_schema.TABLES "
-            "WHERE TABLE_SCHEMA = COALESCE(NULLIF(%s, ''), DATABASE()) AND TABLE_NAME = %s",
-            (schema, name),
-        )
+        cur.execute(EXISTS_SQL, table_parts(table))
         if cur.fetchone() is not None:
             return
         # The name is quoted part by part by table_identifier.

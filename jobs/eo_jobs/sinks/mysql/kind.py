@@ -17,6 +17,7 @@ import pymysql
 from eo_jobs.protocol.mysql_xa import MySqlDsn, connect
 from eo_jobs.sinks.mysql.contract import check_contract
 from eo_jobs.sinks.mysql.dead_letters import DeadLetters, ensure_dead_letter_table
+from eo_jobs.sinks.mysql.jvm import mysql_jvm_sink
 from eo_jobs.sinks.mysql.refusals import Refusal, RefusedRows
 from eo_jobs.sinks.mysql.writer import MySqlWriter
 from eo_jobs.sinks.postgres.arrow_copy import DeadLetters as ArrowLetters
@@ -24,7 +25,8 @@ from eo_jobs.sinks.postgres.arrow_copy import split_dead_letters
 from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS, RefusedRecordError
 
 if TYPE_CHECKING:
-    from eo_jobs.sinks.table_writer import TaskWrite
+    from eo_jobs.sinks.jvm import JvmSink
+    from eo_jobs.sinks.table_writer import TableWriter, TaskWrite
     from eo_jobs.spec.models import TableSink
 
 
@@ -143,3 +145,7 @@ class MySqlKind:
         finally:
             conn.close()
         return count, 0 if letters is None else len(letters.rows)
+
+    def jvm_sink(self, writer: TableWriter) -> JvmSink | str:
+        """The sink's part of eo's JVM writer (``sinks.mysql.jvm``)."""
+        return mysql_jvm_sink(writer)

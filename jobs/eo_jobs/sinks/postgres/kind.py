@@ -14,11 +14,13 @@ import psycopg
 from eo_jobs.sinks.postgres.arrow_copy import DeadLetters, Refused, arrow_body
 from eo_jobs.sinks.postgres.column_types import column_type_problems
 from eo_jobs.sinks.postgres.contract import check_contract
+from eo_jobs.sinks.postgres.jvm import postgres_jvm_sink
 from eo_jobs.sinks.postgres.refusals import DEAD_LETTER_COLUMNS, DEAD_LETTER_DDL
 from eo_jobs.sinks.postgres.writer import PostgresWriter, table_identifier
 
 if TYPE_CHECKING:
-    from eo_jobs.sinks.table_writer import TaskWrite
+    from eo_jobs.sinks.jvm import JvmSink
+    from eo_jobs.sinks.table_writer import TableWriter, TaskWrite
     from eo_jobs.spec.models import TableSink
 
 
@@ -158,3 +160,7 @@ class PostgresKind:
             refused.letters.rows if refused.letters else []
         )
         return count, dead_count
+
+    def jvm_sink(self, writer: TableWriter) -> JvmSink | str:
+        """The sink's part of eo's JVM writer (``sinks.postgres.jvm``)."""
+        return postgres_jvm_sink(writer)

@@ -8,16 +8,27 @@ import java.util.Map;
 
 /**
  * One sink's writer tasks for one micro-batch, as the driver describes them (JSON, built by
- * {@code eo_jobs.runtime.jvm_writer}). Every SQL text in it was composed by psycopg on the
- * driver, identifiers quoted there; the tasks add only values, as bind parameters.
+ * {@code eo_jobs.runtime.jvm_writer} from the sink kind's part, {@code sinks.*.jvm}). Every SQL
+ * text in it was composed on the driver, identifiers quoted there (by psycopg for PostgreSQL, by
+ * {@code sinks.mysql.identifiers} for MySQL); the tasks add only values.
+ *
+ * <p>The fields of no database ({@code kind}, {@code columns}, the gid prefix, the batch, the
+ * fault, the dead-letter columns) are read by every kind's tasks; the flat SQL fields are
+ * PostgreSQL's, {@link #mysql} is MySQL's.
  */
 public final class Spec implements Serializable {
   private static final long serialVersionUID = 1L;
   /** Stands for the task's own staging table name suffix in an upsert's statements. */
   public static final String STAGE = "@@STAGE@@";
+  public static final String POSTGRESQL = "postgresql";
+  public static final String MYSQL = "mysql";
   private static final ObjectMapper JSON =
       new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, true);
 
+  /** The sink database's kind ({@code sinks.kinds}): {@link #POSTGRESQL} or {@link #MYSQL}. */
+  public String kind = POSTGRESQL;
+  /** A MySQL/MariaDB sink's part (null for PostgreSQL). */
+  public MySql mysql;
   /** {@code jdbc:postgresql://host:port/dbname}. */
   public String url;
   /** pgJDBC connection properties: user, password, sslmode, timeouts. */
@@ -74,6 +85,61 @@ public final class Spec implements Serializable {
   public String fault;
   /** The process the fault signals (the Python driver). */
   public long driverPid;
+
+  /**
+   * A MySQL/MariaDB sink's writer tasks ({@code eo_jobs.sinks.mysql.jvm}): where, the session,
+   * the statements' fixed parts and the branch's xid, each from the Python writer's own
+   * definitions ({@code sinks.mysql.writer}, {@code protocol.mysql_xa}), so both paths write
+   * the same branch.
+   */
+  public static final class MySql implements Serializable {
+    private static final long serialVersionUID = 1L;
+    public String host;
+    public int port;
+    public String user;
+    public String password;
+    public String database;
+    /** {@code mysql_xa.CONNECT_TIMEOUT}, seconds. */
+    public int connectTimeoutSeconds;
+    /** {@code writer.SESSION_SQL} with its three parameters (PyMySQL's {@code %s}). */
+    public String sessionSql;
+    public String sqlMode;
+    public int lockWaitTimeoutSeconds;
+    public int sessionWaitTimeoutSeconds;
+    /** {@code INSERT INTO t (c1, c2) VALUES } and an upsert's {@code ON DUPLICATE KEY UPDATE}. */
+    public String insertPrefix;
+    public String insertSuffix = "";
+    public int chunkRows;
+    public int statementChars;
+    /** {@code mysql_xa.MARKER_SQL}: parameters gid, pipeline, batch, rows. */
+    public String markerSql;
+    /** The xid of the gid ({@code mysql_xa.xid_of}) but the task's own part: gtrid, the bqual's
+     * head (sink token, epoch) and tail (database tag), hex; the task puts its partition and
+     * attempt (8 bytes each, big-endian) between head and tail. */
+    public String gtrid;
+    public String bqualHead;
+    public String bqualTail;
+    public long formatId;
+    /** The dead-letter table (quoted) the branch writes letters into; null: none. */
+    public String deadLetterTable;
+    /** Finds it: a row when it exists ({@code dead_letters.ensure_dead_letter_table}, its two
+     * parameters already in). */
+    public String deadLetterExistsSql;
+    /** Makes it ({@code DEAD_LETTER_DDL}), before the branch. */
+    public String deadLetterDdl;
+    /** {@code INSERT INTO dl (pipeline, batch_id, raw, reason) VALUES }. */
+    public String deadLetterInsertPrefix;
+    /** This sink's tasks write the batch's own dead letters (the first sink's). */
+    public boolean batchDeadLetters;
+    /** Refused rows become dead letters ({@code onRefusedRecord: deadLetter}); else they fail
+     * the task naming the batch. */
+    public boolean refusedToDeadLetters;
+    /** {@code refusals.REFUSAL_CODES}: the error numbers of a value or row the table refuses. */
+    public Map<Integer, String> refusalCodes;
+    /** An upsert's key columns and version column, as frame ordinals (-1: none). */
+    public List<Integer> keyIndexes = List.of();
+    public int versionIndex = -1;
+  }
 
   static Spec parse(String json) throws java.io.IOException {
     return JSON.readValue(json, Spec.class);

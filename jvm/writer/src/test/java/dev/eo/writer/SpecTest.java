@@ -64,6 +64,31 @@ class SpecTest {
   }
 
   @Test
+  void aMySqlDescriptionParsesWithItsRefusalCodesByNumber() throws IOException {
+    Spec spec =
+        Spec.parse(
+            """
+            {"kind": "mysql", "columns": ["id"], "tableName": "db.t", "reopenSeconds": 60,
+             "mysql": {"host": "::1", "port": 3306, "user": "eo", "password": "",
+               "database": "db", "connectTimeoutSeconds": 10, "sessionSql": "SET %s",
+               "sqlMode": "STRICT_TRANS_TABLES", "lockWaitTimeoutSeconds": 30,
+               "sessionWaitTimeoutSeconds": 300, "insertPrefix": "INSERT INTO `t` (`id`) VALUES ",
+               "insertSuffix": "", "chunkRows": 5000, "statementChars": 1048576,
+               "markerSql": "INSERT", "gtrid": "aa", "bqualHead": "bb", "bqualTail": "cc",
+               "formatId": 1701785649, "deadLetterTable": null, "deadLetterExistsSql": null,
+               "deadLetterDdl": null, "deadLetterInsertPrefix": null, "batchDeadLetters": false,
+               "refusedToDeadLetters": true, "refusalCodes": {"1048": "BAD_NULL_ERROR"},
+               "keyIndexes": [], "versionIndex": -1}}
+            """);
+    assertEquals(Spec.MYSQL, spec.kind);
+    assertEquals("::1", spec.mysql.host);
+    assertEquals(Map.of(1048, "BAD_NULL_ERROR"), spec.mysql.refusalCodes);
+    assertEquals(1_701_785_649L, spec.mysql.formatId);
+    assertTrue(spec.mysql.refusedToDeadLetters);
+    assertEquals(Spec.POSTGRESQL, Spec.parse("{\"columns\": []}").kind);
+  }
+
+  @Test
   void theStagePlaceholderIsTheOneTheDriverWrites() {
     assertEquals("@@STAGE@@", Spec.STAGE);
   }

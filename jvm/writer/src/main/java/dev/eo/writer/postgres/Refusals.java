@@ -1,5 +1,7 @@
 package dev.eo.writer.postgres;
 
+import dev.eo.writer.Halving;
+import dev.eo.writer.Json;
 import dev.eo.writer.Kind;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -15,9 +17,7 @@ import java.sql.Statement;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Deque;
 import java.util.List;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -68,57 +68,34 @@ final class Refusals {
     return said.toString();
   }
 
-  /** Writes rows {@code [lo, hi)}; the rows written (an upsert: merged). */
-  interface Piece {
-    long write(int lo, int hi) throws SQLException;
-  }
-
-  /** Takes refused row {@code index} with the database's error. */
-  interface Refuse {
-    void take(int index, SQLException e);
-  }
-
   /**
-   * Rows {@code [0, rows)} in pieces under savepoints, in input order; rows written. The whole
-   * was refused already, so the first pieces are its halves.
+   * Rows {@code [0, rows)} in pieces under savepoints, in input order ({@link Halving}); rows
+   * written. The whole was refused already (and rolled back with its transaction), so the
+   * first pieces are its halves.
    */
-  static long isolate(Connection conn, int rows, Piece piece, Refuse refuse) throws SQLException {
-    long count = 0;
-    Deque<int[]> pending = new ArrayDeque<>();
-    if (rows > 1) {
-      pending.push(new int[] {rows / 2, rows});
-      pending.push(new int[] {0, rows / 2});
-    } else {
-      pending.push(new int[] {0, rows});
-    }
+  static long isolate(Connection conn, int rows, Halving.Piece piece, Halving.Refuse refuse)
+      throws SQLException {
     try (Statement statement = conn.createStatement()) {
-      while (!pending.isEmpty()) {
-        int[] range = pending.pop();
-        int lo = range[0];
-        int hi = range[1];
-        if (lo >= hi) continue;
-        statement.execute("SAVEPOINT " + SAVEPOINT);
-        long written;
-        try {
-          written = piece.write(lo, hi);
-        } catch (SQLException e) {
-          if (!isRefusal(e)) throw e;
-          statement.execute("ROLLBACK TO SAVEPOINT " + SAVEPOINT);
-          statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
-          if (hi - lo == 1) {
-            refuse.take(lo, e);
-          } else {
-            int middle = (lo + hi) / 2;
-            pending.push(new int[] {middle, hi});
-            pending.push(new int[] {lo, middle});
-          }
-          continue;
-        }
-        statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
-        count += written;
-      }
+      Halving.Guard savepoint =
+          new Halving.Guard() {
+            @Override
+            public void before() throws SQLException {
+              statement.execute("SAVEPOINT " + SAVEPOINT);
+            }
+
+            @Override
+            public void undo() throws SQLException {
+              statement.execute("ROLLBACK TO SAVEPOINT " + SAVEPOINT);
+              statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
+            }
+
+            @Override
+            public void keep() throws SQLException {
+              statement.execute("RELEASE SAVEPOINT " + SAVEPOINT);
+            }
+          };
+      return Halving.isolate(rows, null, piece, refuse, Refusals::isRefusal, savepoint);
     }
-    return count;
   }
 
   /**
@@ -249,7 +226,7 @@ final class Refusals {
       StringBuilder out = new StringBuilder("{");
       for (int f = 0; f < fields; f++) {
         if (f > 0) out.append(", ");
-        quote(out, columns.get(f));
+        Json.quote(out, columns.get(f));
         out.append(": ");
         int n = in.getInt();
         if (n < 0) {
@@ -262,15 +239,15 @@ final class Refusals {
           case INT4 -> out.append(in.getInt());
           case INT2 -> out.append(in.getShort());
           case BOOL -> out.append(in.get() != 0);
-          case FLOAT8 -> number(out, in.getDouble());
-          case FLOAT4 -> number(out, in.getFloat());
+          case FLOAT8 -> Json.number(out, in.getDouble());
+          case FLOAT4 -> Json.number(out, in.getFloat());
           case TEXT -> {
             byte[] text = new byte[n];
             in.get(at, text);
-            quote(out, new String(text, StandardCharsets.UTF_8));
+            Json.quote(out, new String(text, StandardCharsets.UTF_8));
           }
-          case TIMESTAMP -> quote(out, timestamp(in.getLong()));
-          case DATE -> quote(out, LocalDate.ofEpochDay((long) in.getInt() + BinaryRows.PG_EPOCH_DAYS).toString());
+          case TIMESTAMP -> Json.quote(out, timestamp(in.getLong()));
+          case DATE -> Json.quote(out, LocalDate.ofEpochDay((long) in.getInt() + BinaryRows.PG_EPOCH_DAYS).toString());
           case NUMERIC -> out.append(BinaryRows.readNumeric(in).toPlainString());
           default -> throw new IllegalStateException("unknown kind " + kinds[f]);
         }
@@ -288,36 +265,6 @@ final class Refusals {
       long seconds = Math.floorDiv(micros, 1_000_000L);
       int nanos = (int) Math.floorMod(micros, 1_000_000L) * 1000;
       return LocalDateTime.ofEpochSecond(seconds, nanos, ZoneOffset.UTC).toString();
-    }
-
-    private static void number(StringBuilder out, double value) {
-      if (Double.isFinite(value)) {
-        out.append(value);
-      } else {
-        quote(out, Double.toString(value));
-      }
-    }
-
-    private static void quote(StringBuilder out, String text) {
-      out.append('"');
-      for (int i = 0; i < text.length(); i++) {
-        char c = text.charAt(i);
-        switch (c) {
-          case '"' -> out.append("\\\"");
-          case '\\' -> out.append("\\\\");
-          case '\n' -> out.append("\\n");
-          case '\r' -> out.append("\\r");
-          case '\t' -> out.append("\\t");
-          default -> {
-            if (c < 0x20 || c > 0x7e) { // ASCII only, as refusals.record_json: any encoding
-              out.append(String.format("\\u%04x", (int) c));
-            } else {
-              out.append(c);
-            }
-          }
-        }
-      }
-      out.append('"');
     }
   }
 }

@@ -1,8 +1,9 @@
 package dev.eo.writer.postgres;
 
-import dev.eo.writer.Faults;
+import dev.eo.writer.Halving;
 import dev.eo.writer.Kind;
 import dev.eo.writer.Spec;
+import dev.eo.writer.Tasks;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
@@ -16,7 +17,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.regex.Pattern;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -37,7 +37,6 @@ import org.postgresql.copy.CopyManager;
 public final class TaskWriter implements Function2<Integer, Iterator<InternalRow>, Iterator<String>> {
   private static final long serialVersionUID = 1L;
   private static final int FLUSH_BYTES = 1 << 20;
-  private static final Pattern GID = Pattern.compile("[a-z0-9:-]{1,199}");
 
   private final Spec spec;
   private final Kind[] kinds;
@@ -52,7 +51,7 @@ public final class TaskWriter implements Function2<Integer, Iterator<InternalRow
   @Override
   public Iterator<String> call(Integer partition, Iterator<InternalRow> rows) throws Exception {
     TaskContext context = TaskContext.get();
-    String gid = gid(spec.gidPrefix, partition, context.taskAttemptId());
+    String gid = Tasks.gid(spec.gidPrefix, partition, context.taskAttemptId());
     long count;
     int dead;
     try (Connection conn = Connections.open(spec)) {
@@ -103,31 +102,13 @@ public final class TaskWriter implements Function2<Integer, Iterator<InternalRow
         conn.commit();
       }
     }
-    if (partition == 0 && spec.fault != null) {
-      Faults.inject(spec, context.attemptNumber() == 0);
-    }
-    return List.of(gid + "\t" + count + "\t" + dead).iterator();
-  }
-
-  /**
-   * The task's gid: the driver's prefix ({@code eo1:pipeline:query:sink:epoch:batch:}), the
-   * partition and Spark's task attempt id. Refused unless it is of the characters and length a
-   * gid may have ({@code eo_jobs.protocol.gid}), so it can stand as a SQL literal unescaped.
-   */
-  static String gid(String prefix, int partition, long attemptId) {
-    String gid = prefix + partition + ":" + attemptId;
-    if (!GID.matcher(gid).matches()) {
-      throw new IllegalArgumentException("not a gid: " + gid);
-    }
-    return gid;
+    Tasks.afterPrepared(spec, partition, context.attemptNumber());
+    return List.of(Tasks.line(gid, count, dead)).iterator();
   }
 
   /** {@code PREPARE TRANSACTION 'gid'}: a gid is a string literal, of checked characters only. */
   static String prepareTransaction(String gid) {
-    if (!GID.matcher(gid).matches()) {
-      throw new IllegalArgumentException("not a gid: " + gid);
-    }
-    return "PREPARE TRANSACTION '" + gid + "'";
+    return "PREPARE TRANSACTION '" + Tasks.checked(gid) + "'";
   }
 
   /** A call to the server that returns a row count. */
@@ -177,7 +158,7 @@ public final class TaskWriter implements Function2<Integer, Iterator<InternalRow
         statement.execute(spec.stageSql.replace(Spec.STAGE, stage));
       }
       String copySql = spec.copySql.replace(Spec.STAGE, stage);
-      Refusals.Piece piece =
+      Halving.Piece piece =
           (lo, hi) -> {
             byte[] payload = kept.piece(lo, hi);
             CopyIn in = copy.copyIn(copySql);
@@ -193,7 +174,7 @@ public final class TaskWriter implements Function2<Integer, Iterator<InternalRow
               if (in.isActive()) in.cancelCopy();
             }
           };
-      Refusals.Refuse refuse =
+      Halving.Refuse refuse =
           (index, e) ->
               refused.add(
                   new String[] {

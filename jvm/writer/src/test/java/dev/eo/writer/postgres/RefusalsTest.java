@@ -213,12 +213,12 @@ class RefusalsTest {
       kept.keep(Arrays.copyOf(out.bytes, out.length), out.length);
       assertEquals(2, kept.rows().size());
       assertEquals(
-          "{\"l\": 0, \"i\": 0, \"s\": 0, \"b\": true, \"d\": 0.5, \"f\": \"NaN\","
+          "{\"l\": 0, \"i\": 0, \"s\": 0, \"b\": true, \"d\": 0.5, \"f\": \"nan\","
               + " \"t\": \"row \\\"0\\\"\\n\\t\\u00e9\", \"ts\": \"1970-01-01T00:00:00.000001\","
               + " \"day\": \"2026-01-01\", \"n\": -12.50}",
           kept.json(0, COLUMNS, KINDS));
       assertEquals(
-          "{\"l\": 1, \"i\": 10, \"s\": -1, \"b\": false, \"d\": 1.5, \"f\": \"NaN\","
+          "{\"l\": 1, \"i\": 10, \"s\": -1, \"b\": false, \"d\": 1.5, \"f\": \"nan\","
               + " \"t\": null, \"ts\": \"1970-01-02T00:00:00.000001\","
               + " \"day\": \"2026-01-02\", \"n\": -11.50}",
           kept.json(1, COLUMNS, KINDS));

@@ -3,6 +3,7 @@ package dev.eo.writer.postgres;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import dev.eo.writer.Tasks;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -11,13 +12,8 @@ class TaskWriterTest {
   private static final String PREFIX = "eo1:orders-7:q1a2:s0:12:345:";
 
   @Test
-  void aTasksGidIsThePrefixItsPartitionAndItsAttempt() {
-    assertEquals("eo1:orders-7:q1a2:s0:12:345:3:9876", TaskWriter.gid(PREFIX, 3, 9876L));
-  }
-
-  @Test
   void thePreparedTransactionIsNamedByTheGidAsAStringLiteral() {
-    String gid = TaskWriter.gid(PREFIX, 0, 1L);
+    String gid = Tasks.gid(PREFIX, 0, 1L);
     assertEquals(
         "PREPARE TRANSACTION 'eo1:orders-7:q1a2:s0:12:345:0:1'", TaskWriter.prepareTransaction(gid));
   }
@@ -34,17 +30,9 @@ class TaskWriterTest {
         "eo1:é:",
       })
   void aGidOutsideTheAlphabetIsRefused(String prefix) {
-    assertThrows(IllegalArgumentException.class, () -> TaskWriter.gid(prefix, 0, 1L));
+    assertThrows(IllegalArgumentException.class, () -> Tasks.gid(prefix, 0, 1L));
     assertThrows(
         IllegalArgumentException.class, () -> TaskWriter.prepareTransaction(prefix + "0:1"));
-  }
-
-  @Test
-  void aGidLongerThanPostgresqlKeepsIsRefused() {
-    // PostgreSQL's GIDSIZE is 200 bytes with the terminating NUL: 199 characters at most.
-    String fits = "eo1:" + "a".repeat(199 - "eo1:".length() - "0:1".length());
-    assertEquals(199, TaskWriter.gid(fits, 0, 1L).length());
-    assertThrows(IllegalArgumentException.class, () -> TaskWriter.gid(fits + "a", 0, 1L));
   }
 
   @Test
