@@ -11,7 +11,7 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 from tests.support.kafka import KafkaBroker
-from tests.support.spark import own_jvm_session
+from tests.support.spark import kafka_session
 
 from eo_jobs.runtime.packages import kafka_connector_jars
 
@@ -20,15 +20,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    conf = {
-        "spark.jars": ",".join(str(jar) for jar in kafka_connector_jars()),
-        "spark.driver.memory": "1g",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.ui.enabled": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-    }
-    with own_jvm_session("eo-kafka-connector-test", "local[2]", conf) as session:
+    with kafka_session("eo-kafka-connector-test") as session:
         yield session
 
 

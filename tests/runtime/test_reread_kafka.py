@@ -21,10 +21,9 @@ pytest.importorskip("pyspark")
 from pyspark.sql import DataFrame, SparkSession
 from tests.support.kafka import KafkaBroker
 from tests.support.pipelines import document
-from tests.support.spark import own_jvm_session
+from tests.support.spark import kafka_session
 
 from eo_jobs.runtime.checkpoint import CheckpointLog, _read_local
-from eo_jobs.runtime.packages import kafka_connector_jars
 from eo_jobs.runtime.reread import Reread, is_malformed
 from eo_jobs.runtime.source import ERROR, RAW, read_source
 from eo_jobs.spec import parse_pipeline
@@ -38,15 +37,7 @@ BAD = '{"id": "not a number", "note": '
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    conf = {
-        "spark.jars": ",".join(str(jar) for jar in kafka_connector_jars()),
-        "spark.driver.memory": "1g",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.ui.enabled": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-    }
-    with own_jvm_session("eo-reread-kafka-test", "local[2]", conf) as session:
+    with kafka_session("eo-reread-kafka-test") as session:
         yield session
 
 

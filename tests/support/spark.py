@@ -77,3 +77,21 @@ def _shutdown_jvm() -> None:
             process.wait(timeout=30)
     SparkContext._gateway = None
     SparkContext._jvm = None
+
+
+@contextmanager
+def kafka_session(app_name: str) -> Iterator[SparkSession]:
+    """``local[2]`` with Spark's Kafka connector on its class path (fetch-jars.sh's jars), on
+    its own JVM: ``spark.jars`` reach the driver's class path only when its JVM starts."""
+    from eo_jobs.runtime.packages import kafka_connector_jars
+
+    conf = {
+        "spark.jars": ",".join(str(jar) for jar in kafka_connector_jars()),
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    }
+    with own_jvm_session(app_name, "local[2]", conf) as session:
+        yield session
