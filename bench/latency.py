@@ -31,7 +31,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -192,7 +192,8 @@ def _wait_logged(driver: runner.Driver, events: int, timeout: float) -> None:
 
 
 def _read(dsn: str, events: int, warm: int) -> tuple[list[float], int, int]:
-    """Latencies (ms, order of order_id) of the measured events; duplicates; missing."""
+    """Latencies (ms, in send order: ``order_id``) of the measured events; duplicates;
+    missing. The order is what ``kept_up`` reads a growing backlog from."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         counts = conn.execute(
             "SELECT count(*), count(DISTINCT order_id) FROM public.ledger WHERE order_id < %s",
@@ -200,7 +201,7 @@ def _read(dsn: str, events: int, warm: int) -> tuple[list[float], int, int]:
         ).fetchone()
         rows = conn.execute(
             "SELECT extract(epoch FROM pg_xact_commit_timestamp(xmin) - sent_at) * 1000 "
-            "FROM public.ledger WHERE order_id >= %s AND order_id < %s",
+            "FROM public.ledger WHERE order_id >= %s AND order_id < %s ORDER BY order_id",
             (warm, events),
         ).fetchall()
     assert counts is not None
@@ -217,6 +218,18 @@ def measure(
     folder: Path,
 ) -> Latency:
     """One driver, one topic, one database: produce at ``rate``, then read the latencies."""
+    return _measured(server, broker, variant, rate, args, folder)[0]
+
+
+def _measured(
+    server: PgServer,
+    broker: kafka_input.Broker,
+    variant: str,
+    rate: int,
+    args: argparse.Namespace,
+    folder: Path,
+) -> tuple[Latency, list[float]]:
+    """``measure``, with the measured events' latencies in send order."""
     folder.mkdir(parents=True)
     name = f"{variant}-{rate}".replace("-", "_")
     dsn = server.create_database(name)
@@ -258,7 +271,7 @@ def measure(
         run = driver.finish(30)
     latencies, duplicates, missing = _read(dsn, events, warm)
     measured = [b.seconds for b in run.batches]
-    return Latency(
+    result = Latency(
         variant=variant,
         rate=rate,
         achieved_rate=(events - warm) / took,
@@ -278,6 +291,83 @@ def measure(
         cpu_percent=cpu_percent,
         parts_ms=batch_parts(run.events, measured_from),
     )
+    return result, latencies
+
+
+GROWTH_MS = 1000.0
+"""How far the p50 latency may rise from the first quarter of a probe's events to the last and
+still count as kept up. A pipeline short of a rate by 5 % builds a backlog whose age grows by
+0.75 x 30 s x 5 % = 1.1 s between the two quarters of a 30 s window: the search finds the
+maximum to within ~5 % above it, and a single slow batch (a spike) moves neither median."""
+SUSTAINED_SHARE = 0.97
+"""The share of the asked rate the producer must have handed over: on these 2 cores the
+producer shares the machine, and a rate it cannot send is not one the machine sustains."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One step of the search for the highest rate exactly-once keeps up with."""
+
+    rate: int
+    achieved_rate: float
+    first_p50_ms: float
+    """p50 latency of the first quarter of the measured events (in send order)."""
+    last_p50_ms: float
+    """p50 latency of the last quarter: above the first's by more than ``GROWTH_MS`` when a
+    backlog grew."""
+    p99_ms: float
+    kept_up: bool
+    exact: bool
+    """Every event of the probe exactly once (a probe is audited like every run)."""
+
+
+def kept_up(
+    latencies: Sequence[float], rate: int, achieved_rate: float
+) -> tuple[bool, float, float]:
+    """Whether a run kept up with its rate, from its latencies in send order: a pipeline that
+    falls behind builds a backlog, and the latency of the last events is then the first
+    events' plus the backlog's age. Also the two quarters' p50s, for the report."""
+    quarter = max(1, len(latencies) // 4)
+    first = runner.percentile(latencies[:quarter], 0.5)
+    last = runner.percentile(latencies[-quarter:], 0.5)
+    ok = last <= first + GROWTH_MS and achieved_rate >= SUSTAINED_SHARE * rate
+    return ok, first, last
+
+
+def find_max(
+    measure_rate: Callable[[int], tuple[Latency, list[float]]],
+    low: int,
+    high: int,
+    precision: float,
+) -> tuple[int | None, list[Probe]]:
+    """The highest rate exactly-once keeps up with between ``low`` and ``high`` (None if not
+    even ``low``), by geometric bisection until ``high / low <= 1 + precision``: the
+    maximum a latency run on this machine can be held to, with the producer and the broker
+    sharing its cores (``bench.compare`` measures a ceiling with the topic produced before the
+    run, which a live pipeline never has). ``low`` is probed first; rates are rounded to
+    hundreds."""
+    probes: list[Probe] = []
+
+    def probe(rate: int) -> bool:
+        result, latencies = measure_rate(rate)
+        ok, first, last = kept_up(latencies, rate, result.achieved_rate)
+        probes.append(
+            Probe(rate, result.achieved_rate, first, last, result.p99_ms, ok, result.exact)
+        )
+        say(f"  max search: {rate:,}/s {'kept up' if ok else 'fell behind'}")
+        return ok
+
+    if not probe(low):
+        return None, probes
+    while high / low > 1 + precision:
+        middle = max(low + 100, round(math.sqrt(low * high) / 100) * 100)
+        if middle >= high:
+            break
+        if probe(middle):
+            low = middle
+        else:
+            high = middle
+    return low, probes
 
 
 SPARK_PARTS = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
@@ -361,6 +451,8 @@ COLUMNS = (
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.1f}" if value >= 10 else f"{value:.2f}"
     if isinstance(value, int):
@@ -368,10 +460,28 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def report(results: list[Latency], found: list[dict[str, Any]]) -> str:
-    """The table, then the targets."""
+PROBE_COLUMNS = (
+    ("rate/s", "rate"),
+    ("achieved/s", "achieved_rate"),
+    ("first quarter p50 ms", "first_p50_ms"),
+    ("last quarter p50 ms", "last_p50_ms"),
+    ("p99 ms", "p99_ms"),
+    ("kept up", "kept_up"),
+)
+
+
+def report(
+    results: list[Latency], found: list[dict[str, Any]], probes: Sequence[Probe] = ()
+) -> str:
+    """The search for the maximum (when run), the table, then the targets."""
+    lines = []
+    if probes:
+        lines.append("## the highest rate exactly-once keeps up with (search, in order)\n")
+        rows = [[_cell(getattr(p, key)) for _, key in PROBE_COLUMNS] for p in probes]
+        lines.append(markdown([header for header, _ in PROBE_COLUMNS], rows))
+        lines.append("")
     cells = [[_cell(getattr(r, key)) for _, key in COLUMNS] for r in results]
-    lines = [markdown([header for header, _ in COLUMNS], cells)]
+    lines.append(markdown([header for header, _ in COLUMNS], cells))
     parts = (*SPARK_PARTS, "triggerExecution", *EO_PARTS)
     lines.append("\n## where a batch's time goes (p50 ms of the measured window's batches)\n")
     lines.append(
@@ -398,7 +508,22 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--rates", default="1000,5000", help="comma-separated events per second")
+    parser.add_argument(
+        "--rates",
+        help="comma-separated events per second (default 1000,5000; none with --find-max)",
+    )
+    parser.add_argument(
+        "--find-max",
+        metavar="LOW:HIGH",
+        help="first search the highest rate exactly-once keeps up with between LOW and HIGH "
+        "events/s (probes of --probe-seconds), then run every variant at half of it and at 70 %% "
+        "of it (and at --rates); the trigger + 1 s target is checked at that half",
+    )
+    parser.add_argument("--probe-seconds", type=float, default=30, help="measured s per probe")
+    parser.add_argument("--probe-warmup", type=float, default=10, help="warm-up s per probe")
+    parser.add_argument(
+        "--precision", type=float, default=0.1, help="search until HIGH/LOW <= 1 + this"
+    )
     parser.add_argument("--seconds", type=float, default=60, help="measured seconds per rate")
     parser.add_argument("--warmup", type=float, default=20, help="seconds left out first")
     parser.add_argument("--trigger-seconds", type=int, default=1, help="triggerIntervalSeconds")
@@ -417,11 +542,19 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
-    args.rates = [int(r) for r in args.rates.split(",") if r]
+    default_rates = "" if args.find_max else "1000,5000"
+    args.rates = [int(r) for r in (args.rates or default_rates).split(",") if r]
     args.variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in args.variants if v not in VARIANTS]
-    if unknown or not args.rates or min(args.rates) < 1 or args.seconds <= 0:
+    if unknown or min(args.rates, default=1) < 1 or args.seconds <= 0:
         parser.error(f"variants from {VARIANTS}, rates >= 1 and --seconds > 0 ({unknown})")
+    if args.find_max:
+        low, _, high = args.find_max.partition(":")
+        if not (low.isdigit() and high.isdigit() and 0 < int(low) < int(high)):
+            parser.error(f"--find-max LOW:HIGH with 0 < LOW < HIGH, got {args.find_max!r}")
+        if args.max_rate is not None:
+            parser.error("--find-max measures the maximum: leave --max-rate out")
+        args.find_max = (int(low), int(high))
     return args
 
 
@@ -432,12 +565,32 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="eo-latency-"))
     results: list[Latency] = []
+    probes: list[Probe] = []
+    max_rate: int | None = args.max_rate
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(temporary_server(settings=SETTINGS))
         (work / "kafka").mkdir()
         broker: kafka_input.Broker = stack.enter_context(
             KafkaBroker(work / "kafka", broker_jars_dir())
         )
+        if args.find_max:
+            low, high = args.find_max
+            say(f"latency: the highest rate exactly-once keeps up with, {low:,}-{high:,}/s")
+            probing = argparse.Namespace(
+                **{**vars(args), "seconds": args.probe_seconds, "warmup": args.probe_warmup}
+            )
+            max_rate, probes = find_max(
+                lambda r: _measured(server, broker, "exactly-once", r, probing, work / f"max-{r}"),
+                low,
+                high,
+                args.precision,
+            )
+            if max_rate is None:
+                return conclude(
+                    work, [f"exactly-once does not keep up even with {low:,}/s"], keep=args.keep
+                )
+            args.rates = sorted({*args.rates, max_rate // 2, round(max_rate * 0.7)})
+            say(f"latency: maximum {max_rate:,}/s; running at {args.rates}")
         for turn, rate in enumerate(args.rates):
             order = args.variants if turn % 2 == 0 else args.variants[::-1]
             for variant in order:
@@ -445,21 +598,23 @@ def main(argv: list[str] | None = None) -> int:
                 result = measure(server, broker, variant, rate, args, work / f"{variant}-{rate}")
                 say(f"  p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms")
                 results.append(result)
-    found = targets(results, args.max_rate)
+    found = targets(results, max_rate)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(report(results, found))
+    print(report(results, found, probes))
     if args.json:
         doc = {
             "schema": "eo-latency/1",
             "runs": [{**asdict(r), "exact": r.exact} for r in results],
             "targets": found,
+            "max_rate": max_rate,
+            "max_search": [asdict(p) for p in probes],
         }
         args.json.write_text(json.dumps(doc, indent=2))
     failed = [
         f"{r.variant} at {r.rate}/s: {r.duplicates} duplicates, {r.missing} missing"
         for r in results
         if not r.exact
-    ]
+    ] + [f"max search at {p.rate}/s: not every event exactly once" for p in probes if not p.exact]
     return conclude(work, failed, keep=args.keep)
 
 

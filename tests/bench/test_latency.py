@@ -111,3 +111,74 @@ def test_the_targets_compare_exactly_once_with_at_least_once_at_the_same_rate() 
         ("EO p99 <= 1.2x ALO p99 at 500/s", False),
         ("EO p99 <= trigger + 1 s at half the maximum (500/s), ms", True),
     ]
+
+
+def test_a_run_that_keeps_up_has_a_flat_latency_and_one_that_falls_behind_a_rising_one() -> None:
+    flat = [900.0, 1_400.0, 700.0, 1_100.0] * 250
+    rising = [800.0 + 3.0 * i for i in range(1_000)]  # a backlog adds 3 s over the window
+
+    assert latency.kept_up(flat, 1_000, 1_000.0)[0]
+    ok, first, last = latency.kept_up(rising, 1_000, 1_000.0)
+    assert not ok and last - first > latency.GROWTH_MS
+    # A rate the producer could not even send is not one the machine sustains.
+    assert not latency.kept_up(flat, 1_000, 900.0)[0]
+
+
+def _pipeline_of_capacity(capacity: int) -> tuple[list[int], object]:
+    asked: list[int] = []
+
+    def measure_rate(rate: int) -> tuple[latency.Latency, list[float]]:
+        asked.append(rate)
+        behind = max(0.0, rate / capacity - 1.0)
+        latencies = [1_000.0 + behind * 30_000.0 * i / 400 for i in range(400)]
+        run = latency.Latency(
+            "exactly-once",
+            rate,
+            float(rate),
+            1,
+            400,
+            400,
+            1.0,
+            1.0,
+            latencies[-1],
+            1.0,
+            10,
+            0.5,
+            0,
+            0,
+            0,
+            "",
+        )
+        return run, latencies
+
+    return asked, measure_rate
+
+
+def test_the_search_for_the_maximum_brackets_the_capacity_within_its_precision() -> None:
+    asked, measure_rate = _pipeline_of_capacity(23_000)
+
+    found, probes = latency.find_max(measure_rate, 5_000, 80_000, 0.1)  # type: ignore[arg-type]
+
+    # Within the precision below, and at most the criterion's ~5 % above (GROWTH_MS).
+    assert found is not None and 23_000 / 1.1 <= found <= 23_000 * 1.05
+    assert asked[0] == 5_000 and [p.rate for p in probes] == asked
+    assert all(p.kept_up for p in probes if p.rate <= 23_000)
+    assert not any(p.kept_up for p in probes if p.rate > 23_000 * 1.05)
+    assert all(p.exact for p in probes)
+
+
+def test_the_search_says_so_when_even_its_lowest_rate_falls_behind() -> None:
+    asked, measure_rate = _pipeline_of_capacity(1_000)
+
+    found, probes = latency.find_max(measure_rate, 5_000, 80_000, 0.1)  # type: ignore[arg-type]
+
+    assert found is None and asked == [5_000] and not probes[0].kept_up
+
+
+def test_find_max_runs_at_half_and_seventy_percent_and_refuses_a_given_maximum() -> None:
+    args = latency._parse(["--find-max", "5000:80000"])
+    assert args.find_max == (5_000, 80_000) and args.rates == []
+    with pytest.raises(SystemExit):
+        latency._parse(["--find-max", "5000:80000", "--max-rate", "60000"])
+    with pytest.raises(SystemExit):
+        latency._parse(["--find-max", "80000:5000"])
