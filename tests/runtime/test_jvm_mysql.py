@@ -7,10 +7,10 @@ store)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,6 +22,7 @@ from tests.sinks.mysql.test_type_fidelity import SPARK_ROWS
 from tests.sinks.mysql.test_writer_arrow import EXTRA_ROWS
 from tests.support.mariadb import MariaDbDatabase
 from tests.support.spark import dead_letter_frame, writer_session
+from tests.support.writer_tasks import kinds_task
 
 from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
 from eo_jobs.protocol.participants import Outcome
@@ -67,25 +68,7 @@ def spark() -> Iterator[SparkSession]:
         yield session
 
 
-def _task(
-    writer: MySqlWriter,
-    *,
-    two_phase: bool,
-    dead: MySqlWriter | None = None,
-    refused_table: str | None = None,
-) -> WriterTask:
-    return WriterTask(
-        writer=writer,
-        pipeline="test/kinds",
-        query_id="6f1c9a8e-0000-4000-8000-000000000002",
-        sink="kinds",
-        epoch=3,
-        batch_id=5,
-        two_phase=two_phase,
-        driver_pid=os.getpid(),
-        dead_letters=dead,
-        refused_table=refused_table,
-    )
+_task = partial(kinds_task, query_id="6f1c9a8e-0000-4000-8000-000000000002")
 
 
 def _jvm(spark: SparkSession, writer: MySqlWriter) -> JvmWriter:

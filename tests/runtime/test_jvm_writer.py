@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Context, Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import SparkSession
 from tests.support.postgres import PREPARED_HERE
 from tests.support.spark import dead_letter_frame, writer_session
+from tests.support.writer_tasks import kinds_task
 
 from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.gid import Gid
@@ -60,20 +62,7 @@ def spark() -> Iterator[SparkSession]:
         yield session
 
 
-def _task(
-    writer: PostgresWriter, *, two_phase: bool, dead: PostgresWriter | None = None
-) -> WriterTask:
-    return WriterTask(
-        writer=writer,
-        pipeline="test/kinds",
-        query_id="6f1c9a8e-0000-4000-8000-000000000001",
-        sink="kinds",
-        epoch=3,
-        batch_id=5,
-        two_phase=two_phase,
-        driver_pid=os.getpid(),
-        dead_letters=dead,
-    )
+_task = partial(kinds_task, query_id="6f1c9a8e-0000-4000-8000-000000000001")
 
 
 def _ids(dsn: str, *, markers: bool) -> PostgresWriter:
