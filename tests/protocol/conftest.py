@@ -1,8 +1,14 @@
-"""Fixtures of the protocol tests: the sink database, of each kind the protocol supports."""
+"""Fixtures of the protocol tests: the sink and control databases, of each kind the protocol
+supports, and the control store on the latter."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from eo_jobs.protocol.control_api import ControlDatabase
+from eo_jobs.protocol.databases import control_store
 
 SINK_KINDS = ("postgresql", "mariadb")
 
@@ -26,3 +32,12 @@ def control_dsn(request: pytest.FixtureRequest, pg_dsn: str) -> str:
     if request.param == "postgresql":
         return pg_dsn
     return str(request.getfixturevalue("mariadb_db").dsn)
+
+
+@pytest.fixture
+def control(control_dsn: str) -> Iterator[ControlDatabase]:
+    """The control store on ``control_dsn`` (either kind), its tables made, closed after."""
+    store = control_store(control_dsn)
+    store.ensure_schema()
+    yield store
+    store.close()

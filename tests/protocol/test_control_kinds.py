@@ -28,14 +28,6 @@ PIPELINE = "ns/kinds"
 QUERY = "7b0b5fb2-1c1e-4b7e-9d7e-0d6f2b0b0b0b"
 
 
-@pytest.fixture
-def control(control_dsn: str) -> Iterator[ControlDatabase]:
-    store = control_store(control_dsn)
-    store.ensure_schema()
-    yield store
-    store.close()
-
-
 def _decide(store: ControlDatabase, batch: int, epoch: int = 1, **extra: Any) -> float:
     return store.decide(
         pipeline=PIPELINE,

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eo_jobs.protocol.control_api import ControlDatabase
-from eo_jobs.protocol.databases import control_store
 from eo_jobs.protocol.errors import LifecycleRefusedError
 from eo_jobs.runtime import lifecycle
 from eo_jobs.runtime.checkpoint_store import LocalStore
@@ -28,14 +26,6 @@ from tests.support.pipelines import document
 
 QUERY = "0b6c4a52-8f0e-4f2b-9a57-1d1b6f0e9c11"
 NEW_QUERY = "5d7d2c7e-0c8f-4f7e-8f1f-2a4b3e9d6a21"
-
-
-@pytest.fixture
-def control(control_dsn: str) -> Iterator[ControlDatabase]:
-    store = control_store(control_dsn)
-    store.ensure_schema()
-    yield store
-    store.close()
 
 
 def _pipeline(tmp_path: Path, **lifecycle: Any) -> Pipeline:
@@ -84,6 +74,15 @@ def _decide(control: ControlDatabase, batches: int, query: str = QUERY, epoch: i
             rows_written=1,
             prepare_ms=1.0,
         )
+
+
+def _replaced_source(control: ControlDatabase, tmp_path: Path) -> None:
+    """Two batches checkpointed and decided, then the source replaced: their input files are
+    gone, so a start-over cannot read them again."""
+    files = _spark_checkpoint(tmp_path)
+    _decide(control, 2)
+    for data in files:
+        data.unlink()
 
 
 def _checkpoint(tmp_path: Path) -> lifecycle.Checkpoint:
@@ -150,10 +149,7 @@ def test_retention_deletes_the_oldest_snapshot_folders_and_keeps_their_records(
 def test_a_start_over_sets_the_checkpoint_aside_and_forgets_every_old_query_once(
     control: ControlDatabase, tmp_path: Path
 ) -> None:
-    files = _spark_checkpoint(tmp_path)
-    _decide(control, 2)
-    for data in files:  # the source was replaced: the old files are gone
-        data.unlink()
+    _replaced_source(control, tmp_path)
     pipeline = _pipeline(tmp_path, startOver={"nonce": "n1"})
     done = lifecycle.run(pipeline, 3, control, _checkpoint(tmp_path))
     assert done == ["start-over start-over-n1"]
@@ -208,10 +204,7 @@ def test_a_file_replaced_under_the_same_name_is_new_input_not_a_reread(
 def test_a_start_over_cut_short_after_the_move_finishes_at_the_next_start(
     control: ControlDatabase, tmp_path: Path
 ) -> None:
-    files = _spark_checkpoint(tmp_path)
-    _decide(control, 2)
-    for data in files:
-        data.unlink()
+    _replaced_source(control, tmp_path)
     pipeline = _pipeline(tmp_path, startOver={"nonce": "n1"})
     # A driver died after writing the manifest and moving part of the checkpoint.
     checkpoint = _checkpoint(tmp_path)
@@ -233,10 +226,7 @@ def test_a_start_over_cut_short_after_the_move_finishes_at_the_next_start(
 def test_a_snapshot_and_a_start_over_asked_together_copy_first_then_start_over(
     control: ControlDatabase, tmp_path: Path
 ) -> None:
-    files = _spark_checkpoint(tmp_path)
-    _decide(control, 2)
-    for data in files:
-        data.unlink()
+    _replaced_source(control, tmp_path)
     pipeline = _pipeline(tmp_path, snapshot={"nonce": "s"}, startOver={"nonce": "n"})
     assert lifecycle.run(pipeline, 3, control, _checkpoint(tmp_path)) == [
         "snapshot snapshot-s",

@@ -207,6 +207,26 @@ def run(spec: Path, epoch: int, dsn: str, **kwargs: object) -> tuple[int, str]:
     return code, driver.output()
 
 
+FIRST_ATTEMPT_FAILS = {
+    "EO_FAULT_POINT": "after-some-prepared",
+    "EO_FAULT_ACTION": "raise",
+    "EO_FAULT_BATCH": "0",
+}
+"""The fault of a retry scene: batch 0's first writer task raises after it prepared."""
+
+
+def run_past_a_failed_attempt(spec: Path, dsn: str, env: dict[str, str] | None = None) -> str:
+    """Run a driver (epoch 1) whose first writer task of batch 0 fails after it prepared, and
+    return its output once it has shown the scene played: the fault fired, the attempt's
+    transaction was rolled back, Spark's retry wrote the batch and the run ended well. What
+    the retry left in the sink is for each test to check."""
+    code, out = run(spec, 1, dsn, extra_env={**FIRST_ATTEMPT_FAILS, **(env or {})})
+    assert code == 0, out
+    assert "fault injected at after-some-prepared of batch 0" in out, out
+    assert "failed: rolled-back" in out, out
+    return out
+
+
 @dataclass(frozen=True)
 class Audit:
     """Sink vs source, duplicates and gaps counted separately."""

@@ -7,10 +7,10 @@ store)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,13 +21,13 @@ from pyspark.sql import DataFrame, SparkSession
 from tests.sinks.mysql.test_type_fidelity import SPARK_ROWS
 from tests.sinks.mysql.test_writer_arrow import EXTRA_ROWS
 from tests.support.mariadb import MariaDbDatabase
-from tests.support.spark import own_jvm_session
+from tests.support.spark import dead_letter_frame, writer_session
+from tests.support.writer_tasks import kinds_task
 
 from eo_jobs.protocol.mysql_xa import MySqlPreparedTransactions
 from eo_jobs.protocol.participants import Outcome
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.jvm_writer import JvmWriter, jvm_has_class
-from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.mysql.writer import MySqlWriter
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
@@ -64,37 +64,11 @@ MORE_ROWS: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    jars = writer_jars()
-    assert not isinstance(jars, str), jars  # ./dev setup builds it
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.jars": ",".join(str(jar) for jar in jars),
-    }
-    with own_jvm_session("eo-jvm-mysql-test", "local[2]", conf) as session:
+    with writer_session("eo-jvm-mysql-test") as session:
         yield session
 
 
-def _task(
-    writer: MySqlWriter,
-    *,
-    two_phase: bool,
-    dead: MySqlWriter | None = None,
-    refused_table: str | None = None,
-) -> WriterTask:
-    return WriterTask(
-        writer=writer,
-        pipeline="test/kinds",
-        query_id="6f1c9a8e-0000-4000-8000-000000000002",
-        sink="kinds",
-        epoch=3,
-        batch_id=5,
-        two_phase=two_phase,
-        driver_pid=os.getpid(),
-        dead_letters=dead,
-        refused_table=refused_table,
-    )
+_task = partial(kinds_task, query_id="6f1c9a8e-0000-4000-8000-000000000002")
 
 
 def _jvm(spark: SparkSession, writer: MySqlWriter) -> JvmWriter:
@@ -268,27 +242,12 @@ def test_on_refused_record_fail_fails_the_task_naming_the_batch_and_leaves_nothi
     assert store.in_doubt("") == []  # the branch was rolled back, not left prepared
 
 
-def _with_dead_letters(spark: SparkSession) -> DataFrame:
-    return (
-        spark.sql(
-            f"""SELECT * FROM VALUES
-          (1, NULL, NULL),
-          (2, 'raw\\u0000with nul\\tand tab\\\\ and\\nnewline', 'does not parse'),
-          (3, NULL, NULL),
-          (NULL, NULL, 'reason only')
-        AS t(id, {DL_RAW}, {DL_REASON})"""
-        )
-        .selectExpr("CAST(id AS BIGINT) AS id", DL_RAW, DL_REASON)
-        .coalesce(1)
-    )
-
-
 def test_the_batchs_dead_letters_land_in_the_branch_as_the_python_writer_writes_them(
     spark: SparkSession, mariadb_db: MariaDbDatabase
 ) -> None:
     for table in ("ids_jvm", "ids_py"):
         _sql(mariadb_db, f"CREATE TABLE {table} (id BIGINT)")
-    frame = _with_dead_letters(spark)
+    frame = dead_letter_frame(spark)
     columns = ["id", DL_RAW, DL_REASON]
     found = {}
     for path in ("jvm", "py"):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Context, Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,15 @@ from psycopg import sql
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from tests.support.postgres import PREPARED_HERE
-from tests.support.spark import own_jvm_session
+from tests.support.spark import dead_letter_frame, writer_session
+from tests.support.writer_tasks import kinds_task
 
 from eo_jobs.protocol.control import ensure_schema
 from eo_jobs.protocol.gid import Gid
 from eo_jobs.runtime.arrow_writer import ArrowWriteJob, arrow_task_writer
 from eo_jobs.runtime.jvm_writer import JvmWriter, jvm_ready
-from eo_jobs.runtime.packages import writer_jars
 from eo_jobs.runtime.task import WriterTask
 from eo_jobs.sinks.postgres import jvm as postgres_jvm
 from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
@@ -57,32 +58,11 @@ AS t(big, small, whole, flag, ratio, fraction, note, at, wall, ntz, day)
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    jars = writer_jars()
-    assert not isinstance(jars, str), jars  # ./dev setup builds it
-    conf = {
-        "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.jars": ",".join(str(jar) for jar in jars),
-    }
-    with own_jvm_session("eo-jvm-writer-test", "local[2]", conf) as session:
+    with writer_session("eo-jvm-writer-test") as session:
         yield session
 
 
-def _task(
-    writer: PostgresWriter, *, two_phase: bool, dead: PostgresWriter | None = None
-) -> WriterTask:
-    return WriterTask(
-        writer=writer,
-        pipeline="test/kinds",
-        query_id="6f1c9a8e-0000-4000-8000-000000000001",
-        sink="kinds",
-        epoch=3,
-        batch_id=5,
-        two_phase=two_phase,
-        driver_pid=os.getpid(),
-        dead_letters=dead,
-    )
+_task = partial(kinds_task, query_id="6f1c9a8e-0000-4000-8000-000000000001")
 
 
 def _ids(dsn: str, *, markers: bool) -> PostgresWriter:
@@ -175,21 +155,6 @@ def test_each_task_prepares_its_participant_under_its_gid_with_its_marker(
     assert sorted(markers) == [(g, "test/kinds", 5, 500) for g in gids]
 
 
-def _with_dead_letters(spark: SparkSession) -> DataFrame:
-    return (
-        spark.sql(
-            f"""SELECT * FROM VALUES
-          (1, NULL, NULL),
-          (2, 'raw\\u0000with nul\\tand tab\\\\ and\\nnewline', 'does not parse'),
-          (3, NULL, NULL),
-          (NULL, NULL, 'reason only')
-        AS t(id, {DL_RAW}, {DL_REASON})"""
-        )
-        .selectExpr("CAST(id AS BIGINT) AS id", DL_RAW, DL_REASON)
-        .coalesce(1)
-    )
-
-
 def test_dead_letters_land_in_the_same_transaction_and_another_sink_drops_them(
     spark: SparkSession, pg_dsn: str
 ) -> None:
@@ -204,7 +169,7 @@ def test_dead_letters_land_in_the_same_transaction_and_another_sink_drops_them(
     dead = PostgresWriter(
         dsn=pg_dsn, table="public.dead", columns=("pipeline", "batch_id", "raw", "reason")
     )
-    frame = _with_dead_letters(spark)
+    frame = dead_letter_frame(spark)
     columns = ["id", DL_RAW, DL_REASON]
 
     first = _jvm(writer).run(frame, _task(writer, two_phase=False, dead=dead), columns)

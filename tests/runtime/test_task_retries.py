@@ -38,16 +38,8 @@ spec:
   checkpoint: {{location: "{tmp_path / "checkpoint"}", triggerIntervalSeconds: 0}}
   driver: {{cores: 2, memory: 768m}}
 """)
-    fault = {
-        "EO_FAULT_POINT": "after-some-prepared",
-        "EO_FAULT_ACTION": "raise",
-        "EO_FAULT_BATCH": "0",
-        "EO_WRITER": "python" if writer == "python" else "auto",
-    }
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
-    assert code == 0, out
-    assert "fault injected at after-some-prepared of batch 0" in out, out
-    assert "failed: rolled-back" in out, out
+    chosen = {"EO_WRITER": "python" if writer == "python" else "auto"}
+    out = harness.run_past_a_failed_attempt(spec, pg_dsn, chosen)
     events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
     assert [e["path"] for e in events if e["event"] == "writer"] == [writer]
     with psycopg.connect(pg_dsn) as conn:
@@ -74,15 +66,7 @@ def test_a_jvm_writer_task_that_fails_after_prepare_is_retried_and_its_attempt_r
         tmp_path / "in", files=2, per_file=100, start=1, malformed_every=999
     )
     spec = harness.files_pipeline(tmp_path)
-    fault = {
-        "EO_FAULT_POINT": "after-some-prepared",
-        "EO_FAULT_ACTION": "raise",
-        "EO_FAULT_BATCH": "0",
-    }
-    code, out = harness.run(spec, 1, pg_dsn, extra_env=fault)
-    assert code == 0, out
-    assert "fault injected at after-some-prepared of batch 0" in out, out
-    assert "failed: rolled-back" in out, out
+    out = harness.run_past_a_failed_attempt(spec, pg_dsn)
     events = [json.loads(line) for line in out.splitlines() if line.startswith('{"event"')]
     assert [e["path"] for e in events if e["event"] == "writer"] == ["jvm"]
     harness.assert_exact(pg_dsn, truth)

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from pyspark import SparkContext
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from bench import fast_jvm
 
@@ -95,3 +95,43 @@ def kafka_session(app_name: str) -> Iterator[SparkSession]:
     }
     with own_jvm_session(app_name, "local[2]", conf) as session:
         yield session
+
+
+@contextmanager
+def writer_session(app_name: str) -> Iterator[SparkSession]:
+    """``local[2]`` with eo's JVM writer (and its JDBC drivers) on its class path, on its own
+    JVM, its session time zone UTC: the JVM writer tests of each sink compare its rows with the
+    Python writer's, so both must read timestamps in the same zone."""
+    from eo_jobs.runtime.packages import writer_jars
+
+    jars = writer_jars()
+    assert not isinstance(jars, str), jars  # ./dev setup builds it
+    conf = {
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.jars": ",".join(str(jar) for jar in jars),
+    }
+    with own_jvm_session(app_name, "local[2]", conf) as session:
+        yield session
+
+
+def dead_letter_frame(spark: SparkSession) -> DataFrame:
+    """One partition of ids with the batch's own dead letters beside them (eo's ``DL_RAW`` and
+    ``DL_REASON`` columns, as a sink with a dead-letter table gets its batch): a row with both,
+    one with a reason only and no id, and rows with neither; the raw text holds a NUL, a tab, a
+    backslash and a newline, which each sink's writer must carry as they are."""
+    from eo_jobs.sinks.postgres.arrow_copy import DL_RAW, DL_REASON
+
+    return (
+        spark.sql(
+            f"""SELECT * FROM VALUES
+          (1, NULL, NULL),
+          (2, 'raw\\u0000with nul\\tand tab\\\\ and\\nnewline', 'does not parse'),
+          (3, NULL, NULL),
+          (NULL, NULL, 'reason only')
+        AS t(id, {DL_RAW}, {DL_REASON})"""
+        )
+        .selectExpr("CAST(id AS BIGINT) AS id", DL_RAW, DL_REASON)
+        .coalesce(1)
+    )

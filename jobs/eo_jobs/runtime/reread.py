@@ -23,7 +23,7 @@ from typing import Any
 from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 
-from eo_jobs.runtime.checkpoint import CheckpointLog
+from eo_jobs.runtime.checkpoint import CheckpointLog, KafkaOffsets
 from eo_jobs.runtime.source import files_batch, kafka_batch
 from eo_jobs.spec.models import FilesSource, Guarantee, KafkaSource, PipelineSpec
 
@@ -120,9 +120,18 @@ class KafkaReread(Reread):
         self._source = source
         self._checkpoint = checkpoint
         self._secrets = secrets
+        self._range: tuple[int, tuple[KafkaOffsets, KafkaOffsets]] | None = None
+
+    def _offsets(self, batch_id: int) -> tuple[KafkaOffsets, KafkaOffsets]:
+        """The offsets ``batch_id`` starts from and ends before (``CheckpointLog.kafka_range``),
+        read from the checkpoint once for the batch: the driver asks for its ``extent``, then its
+        ``frame``, and Spark logged both ends before the batch ran, so they cannot change."""
+        if self._range is None or self._range[0] != batch_id:
+            self._range = (batch_id, self._checkpoint.kafka_range(batch_id))
+        return self._range[1]
 
     def extent(self, batch_id: int) -> dict[str, int]:
-        start, end = self._checkpoint.kafka_range(batch_id)
+        start, end = self._offsets(batch_id)
         records = sum(
             max(offset - max(start[t][p], 0), 0)
             for t, partitions in end.items()
@@ -131,7 +140,7 @@ class KafkaReread(Reread):
         return {"partitions": sum(len(p) for p in end.values()), "records": records}
 
     def frame(self, batch_id: int) -> DataFrame:
-        start, end = self._checkpoint.kafka_range(batch_id)
+        start, end = self._offsets(batch_id)
         return kafka_batch(self._spark, self._source, self._secrets, start, end)
 
 

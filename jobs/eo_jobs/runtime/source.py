@@ -41,13 +41,20 @@ bench/README.md, "Kafka in"). A larger fetch per partition (1 MiB by default) ha
 trips; it is held at 4 MiB because an idle cached consumer (Spark keeps up to 64 per executor)
 may hold one prefetched response.
 """
-STREAM_ONLY_KAFKA_OPTIONS = ("minoffsetspertrigger", "maxtriggerdelay")
-"""User options of the stream a batch read of the same topic does not take (lower case)."""
-RANGE_KAFKA_OPTIONS = ("startingoffsets", "startingtimestamp", "endingoffsets", "endingtimestamp")
-"""Prefixes (lower case) of the options that say where a read starts or ends, by offset or by
-time (``startingOffsetsByTimestamp`` and the like). The stream may take them for where it
-starts; a batch read again by its logged offsets must not: Spark prefers a timestamp option
-over the offsets given, which would read another range than the batch's."""
+STREAM_ONLY_KAFKA_OPTIONS = (
+    "minoffsetspertrigger",
+    "maxtriggerdelay",
+    "startingoffsets",
+    "startingtimestamp",
+    "endingoffsets",
+    "endingtimestamp",
+)
+"""Prefixes (lower case) of the user options of the stream that a batch read of the same topic
+leaves out: what only a stream takes (``minOffsetsPerTrigger``, ``maxTriggerDelay``), and what
+says where a read starts or ends, by offset or by time (``startingOffsetsByTimestamp`` and the
+like). The stream may take the latter for where it starts; a batch read again by its logged
+offsets must not: Spark prefers a timestamp option over the offsets given, which would read
+another range than the batch's."""
 GLOB_CHARACTERS = re.compile(r"[\\{}\[\]*?]")
 """Characters Hadoop's glob gives a meaning to in a reader path."""
 
@@ -168,12 +175,7 @@ def kafka_options(
     }
     if streaming:
         return merged
-    return {
-        k: v
-        for k, v in merged.items()
-        if k.lower() not in STREAM_ONLY_KAFKA_OPTIONS
-        and not k.lower().startswith(RANGE_KAFKA_OPTIONS)
-    }
+    return {k: v for k, v in merged.items() if not k.lower().startswith(STREAM_ONLY_KAFKA_OPTIONS)}
 
 
 def _kafka_reader(reader: R, src: KafkaSource, secrets: Mapping[str, str]) -> R:

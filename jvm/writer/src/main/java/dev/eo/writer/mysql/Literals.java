@@ -88,15 +88,8 @@ public final class Literals {
 
   /** Field {@code i}'s literal. */
   void value(StringBuilder out, InternalRow row, int i) {
-    if (row.isNullAt(i)) {
-      out.append("NULL");
-      return;
-    }
+    if (nullOrInteger(out, row, i, "NULL")) return;
     switch (values[i]) {
-      case BYTE -> out.append(row.getByte(i));
-      case SHORT -> out.append(row.getShort(i));
-      case INT -> out.append(row.getInt(i));
-      case LONG -> out.append(row.getLong(i));
       case BOOLEAN -> out.append(row.getBoolean(i) ? '1' : '0');
       case FLOAT -> floating(out, row.getFloat(i));
       case DOUBLE -> floating(out, row.getDouble(i));
@@ -116,6 +109,28 @@ public final class Literals {
       case NULL -> out.append("NULL");
       default -> throw new IllegalStateException("unknown value kind " + values[i]);
     }
+  }
+
+  /**
+   * Appends field {@code i} when it is NULL ({@code nullText}) or an integer, whose decimal text
+   * is the same in a MySQL literal and in {@code record_json}; false, appending nothing, for any
+   * other kind, which {@link #value} and {@link #json} each write their own way.
+   */
+  private boolean nullOrInteger(StringBuilder out, InternalRow row, int i, String nullText) {
+    if (row.isNullAt(i)) {
+      out.append(nullText);
+      return true;
+    }
+    switch (values[i]) {
+      case BYTE -> out.append(row.getByte(i));
+      case SHORT -> out.append(row.getShort(i));
+      case INT -> out.append(row.getInt(i));
+      case LONG -> out.append(row.getLong(i));
+      default -> {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Field {@code i}'s value kind. */
@@ -163,15 +178,8 @@ public final class Literals {
 
   /** Field {@code i} as Python's {@code record_json} writes the Python path's value. */
   void json(StringBuilder out, InternalRow row, int i) {
-    if (row.isNullAt(i)) {
-      out.append("null");
-      return;
-    }
+    if (nullOrInteger(out, row, i, "null")) return;
     switch (values[i]) {
-      case BYTE -> out.append(row.getByte(i));
-      case SHORT -> out.append(row.getShort(i));
-      case INT -> out.append(row.getInt(i));
-      case LONG -> out.append(row.getLong(i));
       case BOOLEAN -> out.append(row.getBoolean(i));
       case FLOAT -> Json.number(out, row.getFloat(i));
       case DOUBLE -> Json.number(out, row.getDouble(i));
