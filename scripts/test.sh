@@ -23,7 +23,9 @@ cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat 2>/dev/null 
 echo "==> pytest"
 read -r busy0 idle0 < <(cpu_ticks)
 set +e
-"$PY" -m pytest -n "${EO_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# --durations: every log names the 30 slowest setups, calls and teardowns, so a slow run says
+# where the time went without a rerun. Extra args come last and can override it.
+"$PY" -m pytest -n "${EO_TEST_WORKERS:-2}" --dist loadgroup --durations=30 "$@"
 code=$?
 set -e
 read -r busy1 idle1 < <(cpu_ticks)
