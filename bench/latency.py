@@ -4,14 +4,23 @@ can be read in the ledger, for eo exactly-once and at-least-once at several stea
 ``python -m bench.latency --rates 1000,5000,10000 --seconds 60 --trigger-seconds 1`` starts one
 embedded PostgreSQL with ``track_commit_timestamp = on`` and the tests' KRaft broker. For each
 variant and rate it starts a driver (``eo run``, not ``availableNow``) on a topic of its own,
-then produces events at the rate for ``--warmup`` + ``--seconds`` seconds, each carrying its
+then produces events at the rate, without a pause, for a warm-up and then ``--seconds``
+seconds (the measured window), each carrying its
 send time (``sent_at``, stamped as it is handed to the producer), and waits until every event
 is in the table. An event becomes visible when the transaction that wrote it commits: for
 exactly-once that is the ``COMMIT PREPARED`` of phase 2, for at-least-once the writer task's
 own commit. PostgreSQL records that instant per transaction, so the latency of every row is
 ``pg_xact_commit_timestamp(xmin) - sent_at``, read once at the end: nothing polls the table
 while the pipeline runs, and both clocks are this machine's. Events of the warm-up are left
-out (Spark's first batches compile and plan; a running pipeline is past them).
+out: Spark's first batch compiles and plans for seconds while events pile up, and the batches
+after it drain them. The warm-up is ``--warmup`` seconds and then as long as the driver needs
+to be past that backlog (``caught_up``: three batches in a row of at most two trigger
+intervals' events; at most ``--max-warmup``), so the window measures the running pipeline,
+not its start-up (a fixed 20 s warm-up left 7 s of catch-up in a 60 s window at 37,500/s, and
+p99 said 5.5 s where the steady state's per-second maxima were 1.5-2.6 s).
+
+``--find-max LOW:HIGH`` first searches the highest rate exactly-once keeps up with here, the
+producer and the broker on the same cores (``find_max``), then runs at half of it and 70 %.
 
 What the figures are made of: the wait for the next trigger (up to the trigger interval), the
 batch's own read, transform and write, the decision (exactly-once) and phase 2's commit. The
@@ -86,6 +95,12 @@ class Latency:
     window, in % of one core: what a rate and a trigger interval cost the machine."""
     parts_ms: dict[str, float] = field(default_factory=dict)
     """p50 milliseconds of each part of the measured window's batches (``batch_parts``)."""
+    warmup_s: float = math.nan
+    """How long the warm-up produced before the window: ``--warmup``, longer while the driver
+    was still draining its start-up backlog (``warm_up``)."""
+    caught_up: bool = True
+    """The driver was past its start-up backlog when the window began (else the warm-up ran
+    out at ``--max-warmup`` and the window measures a pipeline still catching up)."""
 
     @property
     def exact(self) -> bool:
@@ -101,9 +116,10 @@ def _bodies(first: int, total: int, chunk: int = 50_000) -> Iterator[str]:
             yield line[:-1]
 
 
-def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first: int) -> float:
-    """Orders ``first ..`` at ``rate`` per second for ``seconds``, each stamped with its send
-    time; the time it took (the producer's queue flushed).
+class RateProducer:
+    """Orders ``0 ..`` into one topic at a fixed rate, each stamped with its send time, in
+    stretches of seconds that follow each other (one producer for the run: the warm-up's
+    stretches, then the measured window).
 
     The send time is read once per step (``TICK_SECONDS``) and stamped on the events the step
     sends, which are handed to the producer right after it: a stamp is at most a step's sending
@@ -111,37 +127,81 @@ def produce_at_rate(bootstrap: str, topic: str, rate: int, seconds: float, first
     and a clock read of its own managed ~69,000 events/s here before handing any to Kafka, on a
     core Spark needs; the bodies built in bulk ~320,000/s.
     """
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 1,
-            "acks": "all",
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
-    total = int(rate * seconds)
-    bodies = _bodies(first, total)
-    sent = 0
-    started = time.monotonic()
-    while sent < total:
-        due = min(total, int((time.monotonic() - started) * rate) + 1)
-        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        tail = f', "sent_at": "{stamp}"}}'
-        while sent < due:
-            value = (next(bodies) + tail).encode()
-            while True:
-                try:
-                    producer.produce(topic, value)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-            sent += 1
-        producer.poll(0)
-        time.sleep(TICK_SECONDS)
-    left = producer.flush(60)
-    if left:
-        raise RuntimeError(f"{left} events were never acknowledged by the broker")
-    return time.monotonic() - started
+
+    def __init__(self, bootstrap: str, topic: str, rate: int) -> None:
+        self.topic = topic
+        self.rate = rate
+        self.sent = 0
+        """Events handed over so far: the next one's ``order_id``."""
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 1,
+                "acks": "all",
+                "queue.buffering.max.messages": 1_000_000,
+            }
+        )
+
+    def send(self, seconds: float) -> float:
+        """The next ``rate * seconds`` events at the rate; the time it took (flushed)."""
+        total = int(self.rate * seconds)
+        bodies = _bodies(self.sent, total)
+        sent = 0
+        started = time.monotonic()
+        while sent < total:
+            due = min(total, int((time.monotonic() - started) * self.rate) + 1)
+            stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+            tail = f', "sent_at": "{stamp}"}}'
+            while sent < due:
+                value = (next(bodies) + tail).encode()
+                while True:
+                    try:
+                        self._producer.produce(self.topic, value)
+                        break
+                    except BufferError:
+                        self._producer.poll(0.01)
+                sent += 1
+            self._producer.poll(0)
+            time.sleep(TICK_SECONDS)
+        left = self._producer.flush(60)
+        if left:
+            raise RuntimeError(f"{left} events were never acknowledged by the broker")
+        self.sent += total
+        return time.monotonic() - started
+
+
+CAUGHT_UP_BATCHES = 3
+"""How many batches in a row must be of steady size before the measured window starts."""
+WARMUP_STEP_SECONDS = 5.0
+"""How much longer the warm-up produces each time the pipeline has not caught up yet."""
+
+
+def caught_up(events: Sequence[runner.Event], rate: int, trigger_seconds: int) -> bool:
+    """Whether the driver is past its start-up backlog: its last ``CAUGHT_UP_BATCHES`` batches
+    each held at most two trigger intervals' events (at least a second's). The first batch
+    compiles and plans for seconds while events pile up, and the batches after it drain them;
+    an event sent then waits for the backlog, which is the start-up's cost (the recovery bench
+    measures it), not the running pipeline's latency."""
+    rows = [int(e.record.get("rows", 0)) for e in events if e.record.get("event") == "batch"]
+    bound = 2 * rate * max(trigger_seconds, 1)
+    last = rows[-CAUGHT_UP_BATCHES:]
+    return len(last) == CAUGHT_UP_BATCHES and all(r <= bound for r in last)
+
+
+def warm_up(
+    producer: RateProducer, driver: runner.Driver, args: argparse.Namespace
+) -> tuple[float, bool]:
+    """Produce at the rate for ``--warmup`` seconds, then on until the driver has caught up
+    (``caught_up``) or ``--max-warmup`` seconds have passed; the seconds it took and whether
+    it caught up. The producer never pauses longer than a flush between the warm-up and the
+    window, so the window starts on a pipeline in its steady state."""
+    began = time.monotonic()
+    producer.send(args.warmup)
+    while not caught_up(list(driver.events), producer.rate, args.trigger_seconds):
+        if time.monotonic() - began >= args.max_warmup:
+            return time.monotonic() - began, False
+        producer.send(WARMUP_STEP_SECONDS)
+    return time.monotonic() - began, True
 
 
 def _wait_visible(dsn: str, events: int, timeout: float) -> None:
@@ -252,18 +312,19 @@ def _measured(
     spec = pipeline_file(folder, chosen, shape)
     argv = command(chosen, spec, "", available_now=False)
     driver = runner.Driver(argv, environment(dsn), folder / "driver.log", REPO)
-    warm = int(rate * args.warmup)
-    events = warm + int(rate * args.seconds)
+    producer = RateProducer(broker.bootstrap_servers, topic, rate)
     try:
         # The query runs (Spark started, recovery done) before the first event is sent.
         started = driver.wait_for(lambda e: e.record.get("event") == "query-started", args.timeout)
         if started is None:
             raise RuntimeError(f"{variant}: the driver's query never started; see {driver.log}")
-        produce_at_rate(broker.bootstrap_servers, topic, rate, args.warmup, 0)
+        warmup_s, steady = warm_up(producer, driver, args)
+        warm = producer.sent
         measured_from = time.monotonic()
         cpu_from = cpu_seconds(driver.proc.pid)
-        took = produce_at_rate(broker.bootstrap_servers, topic, rate, args.seconds, warm)
+        took = producer.send(args.seconds)
         cpu_percent = 100.0 * (cpu_seconds(driver.proc.pid) - cpu_from) / took
+        events = producer.sent
         _wait_visible(dsn, events, args.timeout)
         _wait_logged(driver, events, 60)
     finally:
@@ -290,6 +351,8 @@ def _measured(
         log=str(run.log),
         cpu_percent=cpu_percent,
         parts_ms=batch_parts(run.events, measured_from),
+        warmup_s=warmup_s,
+        caught_up=steady,
     )
     return result, latencies
 
@@ -351,6 +414,7 @@ def find_max(
     def probe(rate: int) -> bool:
         result, latencies = measure_rate(rate)
         ok, first, last = kept_up(latencies, rate, result.achieved_rate)
+        ok = ok and result.caught_up
         probes.append(
             Probe(rate, result.achieved_rate, first, last, result.p99_ms, ok, result.exact)
         )
@@ -444,6 +508,7 @@ COLUMNS = (
     ("max ms", "max_ms"),
     ("batches", "batches"),
     ("batch p50 s", "batch_p50_s"),
+    ("warm-up s", "warmup_s"),
     ("driver CPU %", "cpu_percent"),
     ("dup", "duplicates"),
     ("missing", "missing"),
@@ -525,7 +590,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--precision", type=float, default=0.1, help="search until HIGH/LOW <= 1 + this"
     )
     parser.add_argument("--seconds", type=float, default=60, help="measured seconds per rate")
-    parser.add_argument("--warmup", type=float, default=20, help="seconds left out first")
+    parser.add_argument(
+        "--warmup", type=float, default=20, help="seconds produced before the window, at least"
+    )
+    parser.add_argument(
+        "--max-warmup",
+        type=float,
+        default=120,
+        help="seconds the warm-up may run while the driver drains its start-up backlog",
+    )
     parser.add_argument("--trigger-seconds", type=int, default=1, help="triggerIntervalSeconds")
     parser.add_argument(
         "--max-rate",

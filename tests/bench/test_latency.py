@@ -40,12 +40,10 @@ def test_a_tiny_exactly_once_run_sees_every_event_once_and_orders_its_percentile
     doc = json.loads(report.read_text())
     assert doc["schema"] == "eo-latency/1"
     (run,) = doc["runs"]
-    assert (run["variant"], run["rate"], run["events"], run["measured"]) == (
-        "exactly-once",
-        200,
-        1_000,
-        600,
-    )
+    assert (run["variant"], run["rate"], run["measured"]) == ("exactly-once", 200, 600)
+    # The warm-up: 2 s of events, then 5 s more at a time until the driver caught up.
+    assert run["caught_up"] and (run["events"] - 600 - 400) % 1_000 == 0
+    assert run["warmup_s"] >= 2
     assert (run["duplicates"], run["missing"], run["exact"]) == (0, 0, True)
     assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"] <= run["max_ms"]
     assert run["batches"] >= 1 and run["trigger_seconds"] == 1
@@ -182,3 +180,16 @@ def test_find_max_runs_at_half_and_seventy_percent_and_refuses_a_given_maximum()
         latency._parse(["--find-max", "5000:80000", "--max-rate", "60000"])
     with pytest.raises(SystemExit):
         latency._parse(["--find-max", "80000:5000"])
+
+
+def test_the_driver_has_caught_up_after_three_batches_of_steady_size() -> None:
+    def batches(*rows: int) -> list[runner.Event]:
+        return [runner.Event(float(i), {"event": "batch", "rows": r}) for i, r in enumerate(rows)]
+
+    # At 1,000/s and a 1 s trigger a batch of at most 2,000 events is a steady one.
+    assert not latency.caught_up(batches(500, 9_000, 4_000), 1_000, 1)
+    assert not latency.caught_up(batches(9_000, 1_000, 1_200), 1_000, 1)
+    assert latency.caught_up(batches(9_000, 4_000, 1_000, 1_200, 2_000), 1_000, 1)
+    # With trigger 0 (batches back to back) the bound is a second's events, doubled.
+    assert latency.caught_up(batches(300, 400, 350), 1_000, 0)
+    assert not latency.caught_up([runner.Event(0.0, {"event": "progress", "rows": 1})], 1, 1)
