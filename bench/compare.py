@@ -73,7 +73,7 @@ JSON_SCHEMA = "eo-bench/2"
 PRESETS = {
     "small": (20_000, 10, 1),
     "medium": (200_000, 60, 30),
-    "large": (1_000_000, 4, 1),
+    "large": (1_000_000, 10, 2),
 }
 """Name -> (rows per batch, batches, warm-up batches left out of the steady rate).
 
@@ -84,9 +84,12 @@ JDBC job's stayed at ~1.0 s from batch 5 (5 interleaved 60-batch runs of each,
 bench/README.md), so an 8-batch window measured eo mid warm-up: 1.9x where the second half of
 60 batches gave 1.97-2.19x in five bench runs. ``medium`` therefore measures the second half of 60
 batches, every variant alike; ``rows_per_s_whole`` (every batch) is still reported next to it.
-``small`` and ``large`` keep the one-batch warm-up: 60 batches of them would take the default
-run past 20 minutes (a 1,000,000-row JDBC batch takes ~5 s), and their steady state was not
-measured. The default run (15 Spark drivers, each ~15 s of JVM start) takes ~10 minutes here
+``small`` keeps the one-batch warm-up. ``large`` was 4 batches with one left out until
+2026-11-29: three 1,000,000-row batches from Kafka varied by +-10 % (5.92-7.18 s for eo, the
+last one slowest for every variant), which put EO/JDBC at 1.97 in one run; 10 batches with the
+first 2 left out gave 2.35 with every batch of eo's window within 4.1-5.8 s (bench/README.md,
+"From Kafka"). 60 batches of it would take the default run past 20 minutes (a 1,000,000-row
+JDBC batch takes ~5 s from files, ~12 s from Kafka). The default run (15 Spark drivers, each ~15 s of JVM start) takes ~10 minutes here
 (`--repeat 2`: 17.8 minutes).
 """
 EVENTS_PER_FILE = 10_000

@@ -27,7 +27,7 @@ def test_a_size_names_its_warm_up_batches_and_medium_measures_its_steady_state()
     assert [(s.name, s.batches, s.warmup) for s in sizes] == [
         ("small", 10, 1),
         ("medium", 60, 30),
-        ("large", 4, 1),
+        ("large", 10, 2),
         ("200000x60:30", 60, 30),
         ("2000x3", 3, 1),
     ]
