@@ -276,20 +276,9 @@ def measure(
     rate: int,
     args: argparse.Namespace,
     folder: Path,
-) -> Latency:
-    """One driver, one topic, one database: produce at ``rate``, then read the latencies."""
-    return _measured(server, broker, variant, rate, args, folder)[0]
-
-
-def _measured(
-    server: PgServer,
-    broker: kafka_input.Broker,
-    variant: str,
-    rate: int,
-    args: argparse.Namespace,
-    folder: Path,
 ) -> tuple[Latency, list[float]]:
-    """``measure``, with the measured events' latencies in send order."""
+    """One driver, one topic, one database: produce at ``rate``, then read the latencies; the
+    result and the measured events' latencies in send order (what ``kept_up`` reads)."""
     folder.mkdir(parents=True)
     name = f"{variant}-{rate}".replace("-", "_")
     dsn = server.create_database(name)
@@ -653,7 +642,7 @@ def main(argv: list[str] | None = None) -> int:
                 **{**vars(args), "seconds": args.probe_seconds, "warmup": args.probe_warmup}
             )
             max_rate, probes = find_max(
-                lambda r: _measured(server, broker, "exactly-once", r, probing, work / f"max-{r}"),
+                lambda r: measure(server, broker, "exactly-once", r, probing, work / f"max-{r}"),
                 low,
                 high,
                 args.precision,
@@ -668,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             order = args.variants if turn % 2 == 0 else args.variants[::-1]
             for variant in order:
                 say(f"latency: {variant} at {rate:,} events/s")
-                result = measure(server, broker, variant, rate, args, work / f"{variant}-{rate}")
+                result, _ = measure(server, broker, variant, rate, args, work / f"{variant}-{rate}")
                 say(f"  p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms")
                 results.append(result)
     found = targets(results, max_rate)
