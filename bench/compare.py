@@ -89,8 +89,9 @@ batches, every variant alike; ``rows_per_s_whole`` (every batch) is still report
 last one slowest for every variant), which put EO/JDBC at 1.97 in one run; 10 batches with the
 first 2 left out gave 2.35 with every batch of eo's window within 4.1-5.8 s (bench/README.md,
 "From Kafka"). 60 batches of it would take the default run past 20 minutes (a 1,000,000-row
-JDBC batch takes ~5 s from files, ~12 s from Kafka). The default run (15 Spark drivers, each ~15 s of JVM start) takes ~10 minutes here
-(`--repeat 2`: 17.8 minutes).
+JDBC batch takes ~5 s from files, ~12 s from Kafka). The default run (15 Spark drivers, each
+~15 s of JVM start) took ~10 minutes here with the 4-batch ``large`` (`--repeat 2`: 17.8
+minutes).
 """
 EVENTS_PER_FILE = 10_000
 PHASE2_PARTITIONS = (1, 4, 16, 64)
